@@ -162,6 +162,18 @@ describe('sandbox.payments sends answered with JSON that reads two ways', () => 
     }
   });
 
+  it('a replay of a charge of another reference is refused, not acknowledged as a replay of this one', async () => {
+    // The key is this reference's: the charge the provider holds for it names order-2, so it is not this order's charge
+    // (the detail said "replaying the charge of an earlier request for this reference").
+    replayed = true;
+    answer = '{"id":"ch_9","reference":"order-2","amount":100,"currency":"EUR","version":1}';
+    await expect(connector.send(op, env())).resolves.toMatchObject({
+      status: 'FAILED',
+      reason: 'CONNECTOR_REJECTED',
+      detail: expect.stringContaining('order-2'),
+    });
+  });
+
   it('a replay whose charge reads two ways is an unknown outcome, not "no charge was made" nor a replay of this one', async () => {
     replayed = true;
     for (const amounts of ['"amount":100,"amount":5000', '"amount":5000,"amount":100']) {

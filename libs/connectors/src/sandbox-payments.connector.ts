@@ -289,26 +289,28 @@ const REPLAYED_HEADER = 'idempotent-replayed';
  * context read could not see it yet): this request made no charge of its own. The provider answers with the charge it
  * holds for the key, whatever this request asked for. The same charge — amount and currency — is the effect asked for,
  * committed once (by the earlier request: the record says so, `replayed` in the provider reference and in the event's
- * detail). Another charge is this request refused: the effect it asked for does not exist and will not, so it is not
- * an acknowledgement that a read-back would then find "mismatched" and hold as an integrity violation of a charge this
- * request never made.
+ * detail). Another charge (another amount, currency, or reference) is this request refused: the effect it asked for
+ * does not exist and will not, so it is not an acknowledgement that a read-back would then find "mismatched" and hold
+ * as an integrity violation of a charge this request never made.
  */
 function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendOutcome {
   if (outcome.status !== OperationStatus.ACKNOWLEDGED) return outcome;
   const held = (body ?? {}) as ProviderCharge;
-  if (held.amount === asked.amount && held.currency === asked.currency) {
+  if (held.reference === asked.reference && held.amount === asked.amount && held.currency === asked.currency) {
     return {
       ...outcome,
       providerRef: { ...outcome.providerRef, replayed: true },
       detail: `${outcome.detail}, replaying the charge of an earlier request for this reference (no new charge)`,
     };
   }
+  const otherReference = held.reference !== asked.reference;
   return {
     status: OperationStatus.FAILED,
     reason: TerminalReason.CONNECTOR_REJECTED,
     detail:
       `${outcome.detail} with the charge of an earlier request for this reference (${shown(held.id)}, ` +
-      `${shown(held.amount)} ${shown(held.currency)}), not this request's ${asked.amount} ${asked.currency}: no ` +
+      `${shown(held.amount)} ${shown(held.currency)}${otherReference ? `, reference ${shown(held.reference)}` : ''}), ` +
+      `not this request's ${asked.amount} ${asked.currency}${otherReference ? ` for ${asked.reference}` : ''}: no ` +
       'charge was made for it',
     providerError: { code: 'idempotency_key_replayed' },
   };
