@@ -162,16 +162,30 @@ describe('sandbox.payments sends answered with JSON that reads two ways', () => 
     }
   });
 
-  it('a replay of a charge of another reference is refused, not acknowledged as a replay of this one', async () => {
-    // The key is this reference's: the charge the provider holds for it names order-2, so it is not this order's charge
-    // (the detail said "replaying the charge of an earlier request for this reference").
+  it('a replay of a charge of another reference and another amount is refused: no charge was made for this one', async () => {
     replayed = true;
-    answer = '{"id":"ch_9","reference":"order-2","amount":100,"currency":"EUR","version":1}';
+    answer = '{"id":"ch_9","reference":"order-2","amount":5000,"currency":"EUR","version":1}';
     await expect(connector.send(op, env())).resolves.toMatchObject({
       status: 'FAILED',
       reason: 'CONNECTOR_REJECTED',
       detail: expect.stringContaining('order-2'),
     });
+  });
+
+  it("a replay of this request's charge named under another reference is no refusal: acknowledged, for the read-back to hold", async () => {
+    // The key is this reference's and every attempt of this operation asks 100 EUR: the charge the provider holds for it
+    // may be this operation's own, from an earlier attempt, echoed under a reference the provider cut or folded
+    // (ORDER-1). "No charge was made" (FAILED) was not certain; the read-back finds it by id and holds it on the
+    // reference (a mismatch), as it holds any acknowledged charge it reads under another reference.
+    replayed = true;
+    for (const reference of ['ORDER-1', 'order-2']) {
+      answer = `{"id":"ch_9","reference":"${reference}","amount":100,"currency":"EUR","version":1}`;
+      await expect(connector.send(op, env())).resolves.toMatchObject({
+        status: 'ACKNOWLEDGED',
+        providerRef: { id: 'ch_9', reference },
+        detail: expect.stringContaining(reference),
+      });
+    }
   });
 
   it('a replay whose charge reads two ways is an unknown outcome, not "no charge was made" nor a replay of this one', async () => {
@@ -242,6 +256,23 @@ describe('sandbox.payments reads of the acknowledged charge under another refere
     await expect(connector.observe(SENT_CHARGE, { id: 'ch_1', version: 1 }, env())).resolves.toMatchObject({
       observation: 'converged',
     });
+  });
+});
+
+describe('sandbox.payments reads, with no acknowledged id, of a list for this reference naming its charge otherwise', () => {
+  // An unknown outcome (no id acknowledged), read back by reference: the provider lists, for order-1, a charge of
+  // order-1's amount and currency under a reference it echoes folded (ORDER-1).
+  const provider = providerAnswering(
+    200,
+    () =>
+      '{"data":[{"id":"ch_1","reference":"ORDER-1","amount":100,"currency":"EUR","status":"succeeded","version":1}],"as_of_version":1}',
+  );
+  const connector = new SandboxPaymentsConnector();
+
+  it('is no proof of absence (it read "absent", which fails the operation): a mismatch on the reference', async () => {
+    await expect(
+      connector.readBack({ ...SENT_CHARGE, providerRef: null }, { sandboxUrl: provider.url, timeoutMs: 2000 }),
+    ).resolves.toMatchObject({ kind: 'mismatch', fields: ['reference'], evidence: { record: { id: 'ch_1' } } });
   });
 });
 

@@ -131,7 +131,11 @@ export class SandboxPaymentsConnector implements Connector {
     if (read.kind === 'unreachable') return read;
     const { evidence, charges, asOfVersion } = read;
     const knownId = typeof op.providerRef?.id === 'string' ? op.providerRef.id : undefined;
-    const found = charges.find((c) => (knownId ? c.id === knownId : c.reference === charge.reference));
+    // With no id acknowledged, a charge of this reference's list that names another reference (one the provider cut or
+    // folded, or another order's) is no proof of absence: read as the record, it is a mismatch on the reference.
+    const found = knownId
+      ? charges.find((c) => c.id === knownId)
+      : (charges.find((c) => c.reference === charge.reference) ?? charges[0]);
     const writeVersion = typeof op.providerRef?.version === 'number' ? op.providerRef.version : undefined;
     if (!found) {
       // The replica has not caught up with the write we were told about: no verdict from an old snapshot.
@@ -289,21 +293,28 @@ const REPLAYED_HEADER = 'idempotent-replayed';
  * context read could not see it yet): this request made no charge of its own. The provider answers with the charge it
  * holds for the key, whatever this request asked for. The same charge — amount and currency — is the effect asked for,
  * committed once (by the earlier request: the record says so, `replayed` in the provider reference and in the event's
- * detail). Another charge (another amount, currency, or reference) is this request refused: the effect it asked for
- * does not exist and will not, so it is not an acknowledgement that a read-back would then find "mismatched" and hold
- * as an integrity violation of a charge this request never made.
+ * detail). Another charge (another amount or currency: every attempt of this operation asked the same) is this request
+ * refused: the effect it asked for does not exist and will not, so it is not an acknowledgement that a read-back would
+ * then find "mismatched" and hold as an integrity violation of a charge this request never made. The same amount and
+ * currency under another reference is no such certainty (it may be this operation's own charge, its reference echoed
+ * cut or folded): acknowledged, the read-back holds it as a mismatch on the reference.
  */
 function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendOutcome {
   if (outcome.status !== OperationStatus.ACKNOWLEDGED) return outcome;
   const held = (body ?? {}) as ProviderCharge;
-  if (held.reference === asked.reference && held.amount === asked.amount && held.currency === asked.currency) {
+  const otherReference = held.reference !== asked.reference;
+  if (held.amount === asked.amount && held.currency === asked.currency) {
+    // Under another reference, the charge of this request's amount and currency held for this reference's key may
+    // still be this operation's own (an earlier attempt, echoed by a provider that cuts or folds references): "no charge
+    // was made" is not certain. Acknowledged, its read-back finds it by id and holds it as a mismatch on the reference.
     return {
       ...outcome,
       providerRef: { ...outcome.providerRef, replayed: true },
-      detail: `${outcome.detail}, replaying the charge of an earlier request for this reference (no new charge)`,
+      detail: otherReference
+        ? `${outcome.detail}, replaying a charge of this reference's key named under reference ${shown(held.reference)} (no new charge; the read-back judges whose it is)`
+        : `${outcome.detail}, replaying the charge of an earlier request for this reference (no new charge)`,
     };
   }
-  const otherReference = held.reference !== asked.reference;
   return {
     status: OperationStatus.FAILED,
     reason: TerminalReason.CONNECTOR_REJECTED,
