@@ -157,8 +157,9 @@ describe('a release past its execution’s deadline, by the database’s clock',
     // The release is judged twice: by the options the API reads (the execution running, its deadline far), and by the
     // statement that records it, which must judge the execution as it stands then — not by a read of the API's made
     // before it. Here the execution ends between the two: its row is cancelled while its held operation is still on
-    // file (the state a path that ends an execution leaves until the sweeper ends its holds), while the API waits to
-    // read the tenant's policy, after it read the options.
+    // file (the state a path that ends an execution leaves until the sweeper ends its holds), while the decision waits
+    // for the tenant's row (held by a policy write; the options were read before: a plain read waits for no row lock),
+    // which a decision on a version share-locks before its statement (the version covers the tenant's approval rules).
     const { created, held } = await heldNeverSent('release-ended', 600);
     expect(held.attempt).toBe(0);
     const shown = await http<Detail>(stack.apiUrl, 'GET', `/v1/operations/${held.id}`, { key: DEMO.reviewer });
@@ -168,16 +169,25 @@ describe('a release past its execution’s deadline, by the database’s clock',
     await policyLock.connect();
     try {
       await policyLock.startTransaction();
-      await policyLock.query('LOCK TABLE tenants IN ACCESS EXCLUSIVE MODE');
+      await policyLock.query(
+        'SELECT 1 FROM tenants WHERE id = (SELECT tenant_id FROM operations WHERE id = $1) FOR UPDATE',
+        [held.id],
+      );
       let answered = false;
       const releasing = http<Problem & { permitted_resolutions?: string[] }>(
         stack.apiUrl,
         'POST',
         `/v1/operations/${held.id}/resolve`,
-        { key: DEMO.reviewer, body: { status: 'SENT', evidence: 'the conflict is understood: send it' } },
+        {
+          key: DEMO.reviewer,
+          body: { status: 'SENT', evidence: 'the conflict is understood: send it' },
+          // On the version the page was read at: the decision share-locks the tenant's row first (the version covers
+          // its approval rules), so it waits for the policy write holding that row.
+          headers: { 'if-match': shown.headers.get('etag') ?? '' },
+        },
       ).finally(() => (answered = true));
       await waitForLockWaiter(stack.db.dataSource, {
-        statementLike: 'SELECT settings FROM tenants%',
+        statementLike: 'SELECT 1 FROM tenants WHERE id = $1 FOR SHARE',
         unless: () => answered,
       });
       expect(answered).toBe(false);

@@ -189,6 +189,8 @@ WITH stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), moved AS (
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- decisionAtVersion
+SELECT 1 FROM tenants WHERE id = $1 FOR SHARE;
+
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND md5(jsonb_build_array(operations.status, operations.terminal_reason, operations.attempt, operations.approval,

@@ -36,7 +36,9 @@ function approvalPolicyDecides(alias: string): string {
  * `chain: 'locked'` is for a statement that writes (or locks) on the version: the links are share-locked and read with a
  * fresh snapshot (`refutedUpTheChainLocked`), so a refutation committed while the statement waited for its own row is
  * seen, and one written later waits for its commit; so is the tenant's row (FOR SHARE: the newest committed policy, and
- * a policy change waits for the decision's commit). Read from the statement's snapshot, a decision that waited for its
+ * a policy change waits for the decision's commit). A decision share-locks that row by a statement of its own first
+ * (TransitionService.decide): waiting for it inside the decision's statement, the statement kept its earlier snapshot
+ * of everything else (an execution cancelled meanwhile). Read from the statement's snapshot, a decision that waited for its
  * row passed an If-Match naming the version before a refutation committed meanwhile.
  */
 export function operationVersionOf(alias: string, obligation?: string, chain: 'read' | 'locked' = 'read'): string {

@@ -21,16 +21,26 @@ function render(statements: Readonly<Record<string, string>>): string {
 
 /** The statements a call sends, recorded instead of run: the recorder answers every statement with no rows. */
 async function recorded(call: (db: Queryable) => Promise<unknown>): Promise<string> {
+  const sent = await recordedInOrder(call);
+  if (sent.length !== 1) throw new Error(`expected one statement, recorded ${sent.length}`);
+  return sent[0];
+}
+
+/**
+ * Every statement a call sends, in order, recorded instead of run; the recorder stands for a transaction under way, so
+ * a call that runs its statements in one (withinTransaction) sends them to it.
+ */
+async function recordedInOrder(call: (db: Queryable) => Promise<unknown>): Promise<string[]> {
   const sent: string[] = [];
   const recorder = {
+    queryRunner: { isTransactionActive: true },
     query: (sql: string) => {
       sent.push(sql);
       return Promise.resolve([]);
     },
   } as unknown as Queryable;
   await call(recorder);
-  if (sent.length !== 1) throw new Error(`expected one statement, recorded ${sent.length}`);
-  return sent[0];
+  return sent;
 }
 
 /** The statements assembled per call, for representative calls (the shape of each kind of move). */
@@ -135,10 +145,13 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           resolutionStamp: true,
         }),
       ),
-      // A reviewer's decision sent with If-Match (apps/api operations.service): written only at a version it names.
-      decisionAtVersion: await recorded((db) =>
-        transitions.decide(db, { ...approvalDecision('granted'), whileVersionIn: ['v1'] }),
-      ),
+      // A reviewer's decision sent with If-Match (apps/api operations.service): written only at a version it names,
+      // after the tenant's row is share-locked by a statement of its own (the version covers its approval rules).
+      decisionAtVersion: (
+        await recordedInOrder((db) =>
+          transitions.decide(db, { ...approvalDecision('granted'), whileVersionIn: ['v1'] }),
+        )
+      ).join(';\n\n'),
       // The dispatcher's late rejection (sender.service recordLateRejection): on the row and in the history at once.
       lateRejection: await recorded((db) =>
         transitions.annotate(db, {

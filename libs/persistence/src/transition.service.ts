@@ -19,7 +19,7 @@ import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@v
 import { afterCommit, eventsWritten } from './event-signal';
 import { operationVersionOf } from './operation-version';
 import { SendGuard, executionCarriesOutRelease, sendGuardConditions } from './send-guard';
-import { Queryable, isoInstant, rows, sqlLiterals } from './sql';
+import { Queryable, isoInstant, rows, sqlLiterals, withinTransaction } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
 export interface OperationPatch {
@@ -45,6 +45,9 @@ export interface OperationPatch {
    */
   next_check_at?: 'now' | DatabaseNowPlus | Date | null;
 }
+
+/** The tenant's row share-locked before a decision on a version that covers its approval rules (`decide`). */
+const TENANT_ROW_SHARE_LOCK = 'SELECT 1 FROM tenants WHERE id = $1 FOR SHARE';
 
 /** A time the statement stamps by the database's clock: its now (`clock_timestamp()`), `ms` later. */
 export class DatabaseNowPlus {
@@ -748,6 +751,19 @@ export class TransitionService {
    * change with its own event, consecutive in `seq`. The loser of any race writes nothing and learns it lost.
    */
   async decide(db: Queryable, input: DecisionInput): Promise<TransitionResult> {
+    if (input.whileVersionIn === undefined) return this.decideNow(db, input);
+    // A decision on a version: that version covers the tenant's approval rules (operationVersionOf), so the tenant's row
+    // is share-locked by a statement of its own before the decision's, in one transaction. Share-locked inside the
+    // decision's statement, a policy write holding the row made it wait with the snapshot it had taken before, and a
+    // cancel of the execution committed meanwhile went unseen: a release was recorded on an ended execution. Locked
+    // first, the wait ends before the decision's statement takes its snapshot, and no rule changes until it commits.
+    return withinTransaction(db, async (tx) => {
+      await tx.query(TENANT_ROW_SHARE_LOCK, [input.tenantId]);
+      return this.decideNow(tx, input);
+    });
+  }
+
+  private async decideNow(db: Queryable, input: DecisionInput): Promise<TransitionResult> {
     const { operation, move } = input;
     // A release is recorded here; SENT itself is committed by the dispatcher, through the send guard (I15).
     if (move?.to === OperationStatus.SENT) throw new Error('a decision does not commit SENT; the dispatcher does');
