@@ -42,10 +42,11 @@ describe('the reads of an execution by its stream', () => {
     });
   }
 
-  it('does not read after pages that cannot end it, and ends on the page whose only such event is the cancel', async () => {
+  /** A charge that asks for approval, submitted and waited for until its execution waits for that approval. */
+  async function waitingForApproval(name: string): Promise<string> {
     const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
-      body: submission([charge(unique('reads'), { requires_approval: true })]),
+      body: submission([charge(unique(name), { requires_approval: true })]),
     });
     expect(created.status).toBe(201);
     const id = created.body.id;
@@ -54,6 +55,11 @@ describe('the reads of an execution by its stream', () => {
       (r) => r.body.status === 'waiting_for_approval',
       30_000,
     );
+    return id;
+  }
+
+  it('does not read after pages that cannot end it, and ends on the page whose only such event is the cancel', async () => {
+    const id = await waitingForApproval('reads');
     const publisher = new IORedis(TEST_REDIS_URL);
     try {
       const before = await verdictReads();
@@ -80,17 +86,7 @@ describe('the reads of an execution by its stream', () => {
   });
 
   it('ends on a move to a terminal status sent in a full page that more pages without one follow', async () => {
-    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
-      key: DEMO.agent,
-      body: submission([charge(unique('full'), { requires_approval: true })]),
-    });
-    expect(created.status).toBe(201);
-    const id = created.body.id;
-    await waitFor(
-      () => http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent }),
-      (r) => r.body.status === 'waiting_for_approval',
-      30_000,
-    );
+    const id = await waitingForApproval('full');
     const publisher = new IORedis(TEST_REDIS_URL);
     try {
       const before = await verdictReads();

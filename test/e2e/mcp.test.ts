@@ -14,19 +14,12 @@ import { type ExecutionReport, type HistoryCut, type OperationVerdict, createVer
 import { http } from '../support/http';
 import { DEMO, DIST, Stack } from '../support/stack';
 import { type Event, resetSandbox, statusPath, submit, waitForOp } from './dispatcher-helpers';
+import { MCP_TOOLS } from '../support/mcp-tools';
 
 /**
  * The MCP server, driven by the MCP SDK's own client: over Streamable HTTP at the API's /mcp, and through the
  * `verity-mcp` stdio entry point (the compiled bin) talking to the same stack over REST.
  */
-const TOOLS = [
-  'cancel_execution',
-  'get_execution',
-  'get_operation',
-  'list_connectors',
-  'submit_execution',
-  'wait_for_execution',
-];
 const STDIO_BIN = join(DIST, 'libs', 'sdk', 'src', 'mcp', 'stdio.js');
 
 const unique = (prefix: string) => `${prefix}-${randomUUID()}`;
@@ -110,7 +103,7 @@ describe('MCP over Streamable HTTP at /mcp', () => {
   it('lists the six tools, each description carrying the rules, and the execution resource template', async () => {
     const client = await httpClient(DEMO.agent);
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
+    expect(tools.map((t) => t.name).sort()).toEqual(MCP_TOOLS);
     for (const tool of tools) {
       expect(tool.description).toContain('never retry them');
       expect(tool.description).toContain('ACKNOWLEDGED means the provider accepted the request; it is not proof');
@@ -336,7 +329,7 @@ describe('MCP through the verity-mcp stdio entry point', () => {
   it('lists the tools and notifies updates of a subscribed execution; an SMS ends ACKNOWLEDGED, not proof', async () => {
     const client = await stdioClient(DEMO.agent);
     const { tools } = await client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(TOOLS);
+    expect(tools.map((t) => t.name).sort()).toEqual(MCP_TOOLS);
     expect(client.getServerCapabilities()?.resources?.subscribe).toBe(true);
 
     const { data } = await call(client, 'submit_execution', {

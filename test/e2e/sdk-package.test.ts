@@ -10,21 +10,14 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { unique } from '../support/http';
 import { Stack } from '../support/stack';
+// The tools the MCP server serves (test/e2e/mcp.test.ts checks what each does).
+import { MCP_TOOLS } from '../support/mcp-tools';
 
 const ROOT = join(__dirname, '..', '..');
 const SDK = join(ROOT, 'libs', 'sdk');
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const run = promisify(execFile);
-/** The tools the MCP server serves (test/e2e/mcp.test.ts checks what each does). */
-const MCP_TOOLS = [
-  'cancel_execution',
-  'get_execution',
-  'get_operation',
-  'list_connectors',
-  'submit_execution',
-  'wait_for_execution',
-];
 
 /**
  * An MCP client's stdio transport to a server process it spawns (the SDK's framing: one JSON-RPC message a line), its

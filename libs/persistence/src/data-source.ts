@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, ClientConfig } from 'pg';
 import { DataSource, DataSourceOptions, MigrationExecutor, QueryRunner } from 'typeorm';
 import { StopDeadline, redactUrl } from '@verity/platform';
@@ -374,7 +375,8 @@ async function waitForMigrationLock(
     }
     const left = timeoutMs > 0 ? timeoutMs - waitedMs : Infinity;
     if (left <= 0) throw new MigrationLockTimeoutError(waitedMs, await holder());
-    await pauseUnlessAborted(Math.min(pause, left), signal);
+    // Ends early when the stop is asked (its rejection is that abort, checked next).
+    await sleep(Math.min(pause, left), undefined, { signal }).catch(() => undefined);
     if (signal?.aborted) throw await abandoned();
     pause = Math.min(pause * 2, MIGRATION_LOCK_POLL.maxMs);
     if (await tryLock()) {
@@ -382,18 +384,4 @@ async function waitForMigrationLock(
       return;
     }
   }
-}
-
-/** Resolves after `ms`, or as soon as `signal` aborts. */
-function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
 }
