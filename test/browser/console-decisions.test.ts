@@ -353,31 +353,47 @@ interface Op {
     expect(now.etag).not.toBe(first.etag);
   });
 
-  it('a reloaded page says what its release does now: one that also grants approval (the policy asks since) says so', async () => {
+  /**
+   * A charge held before it was ever sent (its expected state differs from the source), its page open for a reviewer:
+   * the release it offers is a plain one (no approval rule yet). `read` reads the operation with its ETag.
+   */
+  async function openHeldRelease() {
     const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([charge(unique('order'), { expected_state: { charged: true } })]),
     });
     expect(created.status).toBe(201);
     const opId = created.body.operations[0].id;
-    await waitFor(
-      () => http<Op & { attempt: number }>(stack.apiUrl, 'GET', `/v1/operations/${opId}`, { key: DEMO.reviewer }),
-      (res) => res.body.status === 'MANUAL_REVIEW' && res.body.attempt === 0,
-      SLOW,
-    );
+    const read = async () => {
+      const res = await http<Op & { attempt: number; recovery_obligation?: { resolution?: unknown } }>(
+        stack.apiUrl,
+        'GET',
+        `/v1/operations/${opId}`,
+        { key: DEMO.reviewer },
+      );
+      return { ...res.body, etag: res.headers.get('etag') };
+    };
+    const shown = await waitFor(read, (op) => op.status === 'MANUAL_REVIEW' && op.attempt === 0, SLOW);
     await signIn(DEMO.reviewer);
     await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
     await page.goto(consoleUrl(`/operations/${opId}`));
     const release = page.locator('[data-resolution="SENT"]');
     await release.waitFor();
     await expect(release.textContent()).resolves.not.toMatch(/grants that approval/);
-    const policy = async (rules: unknown) => {
-      const res = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
-        key: DEMO.admin,
-        body: { approval_rules: rules },
-      });
-      expect(res.status).toBe(200);
-    };
+    return { opId, read, shown, release };
+  }
+
+  /** The tenant's approval rules, as its admin writes them (PUT /v1/admin/policy). */
+  const policy = async (rules: unknown) => {
+    const res = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { approval_rules: rules },
+    });
+    expect(res.status).toBe(200);
+  };
+
+  it('a reloaded page says what its release does now: one that also grants approval (the policy asks since) says so', async () => {
+    const { opId, release } = await openHeldRelease();
     // The tenant's admin has every sandbox payment approved from now on: a release of this one grants its approval.
     await policy([{ connector: 'sandbox.payments' }]);
     try {
@@ -406,35 +422,7 @@ interface Op {
   });
 
   it('a release clicked on a page opened before an admin added an approval rule is refused: it would also grant it', async () => {
-    const created = await http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {
-      key: DEMO.agent,
-      body: submission([charge(unique('order'), { expected_state: { charged: true } })]),
-    });
-    expect(created.status).toBe(201);
-    const opId = created.body.operations[0].id;
-    const read = async () => {
-      const res = await http<Op & { attempt: number; recovery_obligation?: { resolution?: unknown } }>(
-        stack.apiUrl,
-        'GET',
-        `/v1/operations/${opId}`,
-        { key: DEMO.reviewer },
-      );
-      return { ...res.body, etag: res.headers.get('etag') };
-    };
-    const shown = await waitFor(read, (op) => op.status === 'MANUAL_REVIEW' && op.attempt === 0, SLOW);
-    await signIn(DEMO.reviewer);
-    await page.getByRole('heading', { level: 1, name: 'Review queues' }).waitFor();
-    await page.goto(consoleUrl(`/operations/${opId}`));
-    const release = page.locator('[data-resolution="SENT"]');
-    await release.waitFor();
-    await expect(release.textContent()).resolves.not.toMatch(/grants that approval/);
-    const policy = async (rules: unknown) => {
-      const res = await http(stack.apiUrl, 'PUT', '/v1/admin/policy', {
-        key: DEMO.admin,
-        body: { approval_rules: rules },
-      });
-      expect(res.status).toBe(200);
-    };
+    const { opId, read, shown, release } = await openHeldRelease();
     // The admin's rule writes nothing on the operation: the open page is not loaded again and still shows a plain
     // release. Its click carries the ETag of that page, which the rule changed: nothing is released, nothing granted.
     await policy([{ connector: 'sandbox.payments' }]);
