@@ -26,6 +26,20 @@ function providerAnswering(status: number, answer: () => string, headers: () => 
   );
 }
 
+/**
+ * SENT_CHARGE read from the provider at `sandboxUrl` each way the connector reads a charge list: its read-back, its
+ * context read and its observation (as its kind and evidence).
+ */
+async function everyReadOf(sandboxUrl: string) {
+  const connector = new SandboxPaymentsConnector();
+  const env = () => ({ sandboxUrl, timeoutMs: 2000 });
+  return [
+    await connector.readBack(SENT_CHARGE, env()),
+    await connector.readContext(SENT_CHARGE, env()),
+    await connector.observe(SENT_CHARGE, null, env()).then((o) => ({ kind: o.observation, evidence: o.evidence })),
+  ];
+}
+
 describe('sandbox.payments charge params', () => {
   const schema = new SandboxPaymentsConnector().actions.charge.params;
   const charge = (reference: unknown) => ({ amount: 100, currency: 'EUR', reference });
@@ -72,16 +86,8 @@ describe('sandbox.payments reads of a charge list whose entries are no charges',
   const LIST = '{"data":[null,7,"ch_1",[]],"as_of_version":3}';
   const provider = providerAnswering(200, () => LIST);
 
-  const connector = new SandboxPaymentsConnector();
-  const op = SENT_CHARGE;
-  const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
-
   it('reads nothing from it (unreadable), where it threw a TypeError on the first null', async () => {
-    for (const read of [
-      await connector.readBack(op, env()),
-      await connector.readContext(op, env()),
-      await connector.observe(op, null, env()).then((o) => ({ kind: o.observation, evidence: o.evidence })),
-    ]) {
+    for (const read of await everyReadOf(provider.url)) {
       expect(read.kind === 'unreachable' || read.kind === 'unavailable').toBe(true);
       expect(read.evidence.error).toBe('unreadable response body');
     }
@@ -91,10 +97,6 @@ describe('sandbox.payments reads of a charge list whose entries are no charges',
 describe('sandbox.payments reads of a charge list that reads two ways', () => {
   let answer = '';
   const provider = providerAnswering(200, () => answer);
-
-  const connector = new SandboxPaymentsConnector();
-  const op = SENT_CHARGE;
-  const env = () => ({ sandboxUrl: provider.url, timeoutMs: 2000 });
   const charge = (fields: string) =>
     `{"data":[{"id":"ch_1","reference":"order-1",${fields},"version":1}],"as_of_version":1}`;
 
@@ -111,11 +113,7 @@ describe('sandbox.payments reads of a charge list that reads two ways', () => {
     ['an amount past a double', charge('"amount":1e400,"currency":"EUR","status":"succeeded"')],
   ])('reads nothing from %s (unreadable), neither a verified charge nor one already made', async (_, body) => {
     answer = body;
-    for (const read of [
-      await connector.readBack(op, env()),
-      await connector.readContext(op, env()),
-      await connector.observe(op, null, env()).then((o) => ({ kind: o.observation, evidence: o.evidence })),
-    ]) {
+    for (const read of await everyReadOf(provider.url)) {
       expect(read.kind === 'unreachable' || read.kind === 'unavailable').toBe(true);
       expect(read.evidence.error).toMatch(/^unreadable response body: /);
     }
@@ -123,7 +121,9 @@ describe('sandbox.payments reads of a charge list that reads two ways', () => {
 
   it('still reads the same charge written once', async () => {
     answer = charge('"amount":100,"currency":"EUR","status":"succeeded"');
-    await expect(connector.readBack(op, env())).resolves.toMatchObject({ kind: 'found' });
+    await expect(
+      new SandboxPaymentsConnector().readBack(SENT_CHARGE, { sandboxUrl: provider.url, timeoutMs: 2000 }),
+    ).resolves.toMatchObject({ kind: 'found' });
   });
 });
 
@@ -206,14 +206,7 @@ describe('sandbox.payments reads of a charge list that never ends', () => {
 
   it('reads nothing from it ("response too large"), answered at the size limit, the connection closed', async () => {
     const read = await new SandboxPaymentsConnector().readBack(
-      {
-        id: 'op_endless',
-        tenantId: 'demo',
-        action: 'charge',
-        params: { amount: 100, currency: 'EUR', reference: 'order-endless' },
-        expectedState: null,
-        providerRef: { id: 'ch_1', version: 1 },
-      },
+      { ...SENT_CHARGE, id: 'op_endless', params: { ...SENT_CHARGE.params, reference: 'order-endless' } },
       // Far beyond the test's own timeout: only a connector that stops reading at the limit answers within it.
       { sandboxUrl: local.url, timeoutMs: 60_000 },
     );
