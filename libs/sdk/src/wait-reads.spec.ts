@@ -94,13 +94,18 @@ async function scriptedExecution(initial: Execution) {
   };
 }
 
+/** A wait for exe_1 to settle (10 s at most; `onEvent` if given) on scriptedExecution(initial), its stream connected. */
+async function waitingOn(initial: Execution, onEvent?: (event: ExecutionEvent) => void) {
+  const api = await scriptedExecution(initial);
+  const waiting = new Verity({ baseUrl: api.url, apiKey: KEY }).waitForSettled('exe_1', { timeoutMs: 10_000, onEvent });
+  await api.connected();
+  return { api, waiting };
+}
+
 describe('waitForSettled reads only after an event that can settle the execution', () => {
   it('reads once after the first: at the execution reaching a terminal status, none for the steps before it', async () => {
-    const api = await scriptedExecution(execution('created', 'PREPARED'));
-    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
     const seen: ExecutionEvent[] = [];
-    const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000, onEvent: (e) => seen.push(e) });
-    await api.connected();
+    const { api, waiting } = await waitingOn(execution('created', 'PREPARED'), (e) => seen.push(e));
     api.tell('execution.created', 'created');
     api.tell('execution.status_changed', 'running', execution('running', 'PREPARED'));
     api.tell('operation.status_changed', 'SENT', execution('running', 'SENT'));
@@ -119,11 +124,8 @@ describe('waitForSettled reads only after an event that can settle the execution
   });
 
   it('does not miss an operation that settles after the execution ended: its event is the one read after', async () => {
-    const api = await scriptedExecution(execution('running', 'SENT'));
-    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
     const seen: ExecutionEvent[] = [];
-    const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000, onEvent: (e) => seen.push(e) });
-    await api.connected();
+    const { api, waiting } = await waitingOn(execution('running', 'SENT'), (e) => seen.push(e));
     api.tell('execution.created', 'created');
     api.tell('execution.status_changed', 'running');
     api.tell('operation.status_changed', 'SENT');
@@ -140,10 +142,7 @@ describe('waitForSettled reads only after an event that can settle the execution
   });
 
   it('does not miss the evaluation of the criteria owed after the last change: outcome.evaluated is read after', async () => {
-    const api = await scriptedExecution(withCriterion('running', 'VERIFIED', 'pending'));
-    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
-    const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000 });
-    await api.connected();
+    const { api, waiting } = await waitingOn(withCriterion('running', 'VERIFIED', 'pending'));
     api.tell('execution.created', 'created');
     api.tell('operation.status_changed', 'VERIFIED');
     // Terminal with every operation settled, and still owed the pass the criterion gives now: not settled yet.
@@ -156,10 +155,7 @@ describe('waitForSettled reads only after an event that can settle the execution
   });
 
   it('reads after every status event while the stream has told no execution status (or one this SDK does not know)', async () => {
-    const api = await scriptedExecution(execution('running', 'SENT'));
-    const dx = new Verity({ baseUrl: api.url, apiKey: KEY });
-    const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000 });
-    await api.connected();
+    const { api, waiting } = await waitingOn(execution('running', 'SENT'));
     // A stream resumed past its start: the operation's event is the one that tells the change.
     api.tell('operation.status_changed', 'MANUAL_REVIEW', execution('completed', 'MANUAL_REVIEW'));
     expect((await waiting).operations[0].status).toBe('MANUAL_REVIEW');
