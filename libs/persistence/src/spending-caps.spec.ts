@@ -149,13 +149,18 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     return sent;
   }
 
-  it('counts no amount for a send whose own request committed nothing (FAILED) on the connector’s word, unless refuted; every send as one', async () => {
+  /** The window's usage of the cap (`failedSpendsNothing`: the connector's word that a FAILED send charged nothing). */
+  const usageOf = (failedSpendsNothing?: boolean) =>
+    spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'], failedSpendsNothing);
+
+  beforeEach(async () => {
     await db.dataSource.query(`DELETE FROM connector_spend`);
+  });
+
+  it('counts no amount for a send whose own request committed nothing (FAILED) on the connector’s word, unless refuted; every send as one', async () => {
     // Declined: no money moved, so it leaves the room to the charge that follows it (a retry, a corrected request).
     expect(await sendThen('declined', 800, `status = 'FAILED', attempt = 1`)).toBe(true);
     expect(await sendUnderCap('after-decline', 800)).toBe(true);
-    const usageOf = (failedSpendsNothing: boolean) =>
-      spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'], failedSpendsNothing);
     expect(await usageOf(true)).toMatchObject({ operations: 2, amount: 800 });
     // A connector whose FAILED rests on the operation's own declaration (http's reject_statuses) counts it all.
     expect(await usageOf(false)).toMatchObject({ operations: 2, amount: 1600 });
@@ -172,22 +177,18 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     // An UNKNOWN may well have cost money: counted.
     expect(await sendThen('unknown', 50, `status = 'UNKNOWN', attempt = 1`)).toBe(true);
     expect(await sendUnderCap('over', 0.5)).toBe(false);
-    await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
   it('counts what a send was counted at, after the cap’s amount_field changed', async () => {
-    await db.dataSource.query(`DELETE FROM connector_spend`);
     expect(await sendUnderCap('before-the-change', 700)).toBe(true);
     // The admin now sums another member: the rows already in the window keep counting what they were sent with (700),
     // not what they carry at the new member (nothing), which would give the window its whole max_amount again.
     const moved: SpendingCapRow = { ...cap, amount_field: 'total' };
     const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', moved, ['total']);
     expect(usage).toMatchObject({ operations: 1, amount: 700 });
-    await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
   it('counts what the provider reported for a send held INTEGRITY_MISMATCH, not what was asked', async () => {
-    await db.dataSource.query(`DELETE FROM connector_spend`);
     // Asked 300; the source's record of the charge says 900 (read_fault amount_mismatch, a provider that rounds).
     expect(
       await sendThen(
@@ -197,17 +198,12 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
          evidence = '{"mismatched": ["amount"], "record": {"amount": 900, "currency": "EUR"}}'`,
       ),
     ).toBe(true);
-    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
-      operations: 1,
-      amount: 900,
-    });
+    expect(await usageOf()).toMatchObject({ operations: 1, amount: 900 });
     expect(await sendUnderCap('no-room', 200)).toBe(false);
     expect(await sendUnderCap('room', 100)).toBe(true);
-    await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
   it('counts what was asked for a send held INTEGRITY_MISMATCH whose provider reports less (fail closed)', async () => {
-    await db.dataSource.query(`DELETE FROM connector_spend`);
     // Asked 900; the source's record says 100. The record may be wrong (a target that scales or lies): counted 900.
     expect(
       await sendThen(
@@ -217,30 +213,20 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
          evidence = '{"mismatched": ["amount"], "record": {"amount": 100, "currency": "EUR"}}'`,
       ),
     ).toBe(true);
-    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
-      operations: 1,
-      amount: 900,
-    });
+    expect(await usageOf()).toMatchObject({ operations: 1, amount: 900 });
     expect(await sendUnderCap('past-asked', 200)).toBe(false);
-    await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
   it('does not let a read-back record of 0 lower what a verified send counts', async () => {
-    await db.dataSource.query(`DELETE FROM connector_spend`);
     // An http target whose read field is the amount answers 0 (hostile, or another scale): charged 900 as asked.
     expect(
       await sendThen('record-zero', 900, `status = 'VERIFIED', attempt = 1, evidence = '{"record": {"amount": 0}}'`),
     ).toBe(true);
-    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
-      operations: 1,
-      amount: 900,
-    });
+    expect(await usageOf()).toMatchObject({ operations: 1, amount: 900 });
     expect(await sendUnderCap('second-900', 900)).toBe(false);
-    await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
   it('counts a released KNOWLEDGE_CONFLICT send at what it asked, not at the earlier charge its context read found', async () => {
-    await db.dataSource.query(`DELETE FROM connector_spend`);
     // The context read found a 1 EUR charge of the same reference (evidence.record is that charge); the hold was
     // released and the send charged 900.
     expect(
@@ -251,12 +237,8 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
          evidence = '{"method": "context_read", "conflicts": ["an existing charge with this reference has a different amount, currency or status"], "record": {"amount": 1, "currency": "EUR", "status": "succeeded"}}'`,
       ),
     ).toBe(true);
-    expect(await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'])).toMatchObject({
-      operations: 1,
-      amount: 900,
-    });
+    expect(await usageOf()).toMatchObject({ operations: 1, amount: 900 });
     expect(await sendUnderCap('next-999', 999)).toBe(false);
-    await db.dataSource.query(`DELETE FROM connector_spend`);
   });
 
   it('sends up to the cap exactly, and nothing beyond it, however small', async () => {
@@ -264,7 +246,7 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     expect(await sendUnderCap('rest', 0.1)).toBe(true); // 999.9 + 0.1 is 1000 exactly: within the cap
     expect(await sendUnderCap('tiny', 1e-14)).toBe(false);
     expect(await sendUnderCap('tinier', 5e-324)).toBe(false);
-    const usage = await spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount']);
+    const usage = await usageOf();
     expect(usage).toMatchObject({ operations: 2, amount: 1000 });
   });
 });
