@@ -1,14 +1,25 @@
-import { OperationStatus, VerificationMethod } from '@verity/status-model';
-import { waitForLockWaiter, writeDuringRevocation, writeWhileRowHeld } from '../../../test/support/lock-waits';
+import {
+  CANCEL_CAUSE_OF_ENDED_EXECUTION,
+  ExecutionStatus,
+  OperationStatus,
+  VerificationMethod,
+} from '@verity/status-model';
+import {
+  lockWaiters,
+  waitForLockWaiter,
+  writeDuringRevocation,
+  writeWhileRowHeld,
+} from '../../../test/support/lock-waits';
 import type { EntityManager } from 'typeorm';
-import { changeTenantPolicy } from './tenant-policy';
+import { TENANT_POLICY_SQL, changeTenantPolicy } from './tenant-policy';
 import { newId } from '@verity/platform';
 import { withSessions } from '../../../test/support/sessions';
+import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
 import { SendGuard, sendRefusals } from './send-guard';
 import { SecretsCipher } from './secrets-cipher';
-import { NewOperation, findOperationToSend } from './store';
+import { NewOperation, findOperationToSend, lockExecutionForWorker, snapshotOf } from './store';
 import { backfillSpend, commitWithinSpendingCaps, lockSpendingCaps, spendingUsage } from './entities';
 import {
   changeConnectorSettings,
@@ -854,6 +865,163 @@ describe('the guarded SENT statement (real Postgres)', () => {
       );
       if (result.won) expect(result.changeSawSend).toBe(true);
       else expect(result.refusals).toEqual(['retry_refuted']);
+    });
+  });
+
+  describe('a SENT statement that waits for a row it share-locks while its execution ends', () => {
+    /**
+     * How a writer that ends an execution writes it (ExecutionsService.cancel, LifecycleService expire): its rows locked
+     * (operations, then the execution), its PREPARED operations cancelled, the execution moved to `to`, its held
+     * never-sent operations cancelled — one transaction.
+     */
+    async function endExecution(
+      tx: EntityManager,
+      executionId: string,
+      to: ExecutionStatus.CANCELLED | ExecutionStatus.EXPIRED,
+    ) {
+      const locked = await lockExecutionForWorker(tx, executionId);
+      const cause = CANCEL_CAUSE_OF_ENDED_EXECUTION[to];
+      for (const o of locked!.operations) {
+        if (o.status !== OperationStatus.PREPARED) continue;
+        await transitions.operation(tx, {
+          operation: snapshotOf(o),
+          to: OperationStatus.CANCELLED,
+          eventData: { cause },
+        });
+      }
+      await transitions.execution(tx, { executionId, from: locked!.status, to });
+      await transitions.cancelHeldOfEndedExecution(tx, locked!.operations.map(snapshotOf), { cause });
+    }
+
+    /**
+     * `hold` takes a row the send's statement share-locks, in a writer's transaction of its own. The send starts, takes
+     * its snapshot and waits for that row (its backend shows a lock wait). The execution is ended by `end` in another
+     * transaction, which commits at once or waits itself (then two sessions wait on locks). Then the writer commits
+     * without changing what the send judges. Answers what the send answered and whether the end had committed first.
+     */
+    async function sendWhileExecutionEnds<T>(
+      hold: (tx: EntityManager) => Promise<unknown>,
+      end: (tx: EntityManager) => Promise<unknown>,
+      sending: () => Promise<T>,
+    ): Promise<{ sent: T; endedFirst: boolean }> {
+      return withSessions(db.dataSource, ['writer', 'ender'], async ({ writer, ender }) => {
+        await writer.startTransaction();
+        await hold(writer.manager);
+        let answered = false;
+        const sent = sending().finally(() => (answered = true));
+        sent.catch(() => undefined);
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        expect(answered).toBe(false);
+        let ended = false;
+        const ending = (async () => {
+          await ender.startTransaction();
+          await end(ender.manager);
+          await ender.commitTransaction();
+        })().finally(() => (ended = true));
+        ending.catch(() => undefined);
+        await waitFor(
+          async () => ended || (await lockWaiters(db.dataSource)) >= 2,
+          (done) => done,
+        );
+        const endedFirst = ended;
+        await writer.commitTransaction();
+        const result = await sent;
+        await ending;
+        return { sent: result, endedFirst };
+      });
+    }
+
+    async function statusOf(id: string) {
+      return (await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id })).status;
+    }
+
+    it('does not dispatch for an execution cancelled while it waited for the tenant’s row (a policy write)', async () => {
+      const charge = op('charge-cancelled-under-policy-write');
+      const executionId = await execution([charge]);
+      const found = await findOperationToSend(db.dataSource.manager, charge.id, { connectors: [], cipher: NO_CIPHER });
+      const guard: SendGuard = { ...dispatch, approvalPolicy: found!.approvalPolicy };
+      const { sent, endedFirst } = await sendWhileExecutionEnds(
+        // The row a policy change locks first (TENANT_POLICY_SQL.lockPolicy), committed with nothing changed.
+        (tx) => tx.query(TENANT_POLICY_SQL.lockPolicy, ['acme']),
+        (tx) => endExecution(tx, executionId, ExecutionStatus.CANCELLED),
+        () => send(charge.id, guard),
+      );
+      // The cancel rewrote the PREPARED row during the wait: the statement's compare-and-set re-reads the row it
+      // updates as committed now (not as its snapshot had it) and finds it CANCELLED.
+      expect({ sent, endedFirst }).toEqual({
+        sent: { won: false, refusals: ['execution_not_running'] },
+        endedFirst: true,
+      });
+      expect(await statusOf(charge.id)).toBe(OperationStatus.CANCELLED);
+    });
+
+    it('does not dispatch for an execution expired while it waited for the row of the key that granted it', async () => {
+      const key = newId('key');
+      await insertStandingKeys(db.dataSource.manager, 'acme', [key]);
+      const charge = op('charge-expired-under-key-write', {
+        requires_approval: true,
+        approval: { state: 'granted', decided_by: key, expires_at: new Date(Date.now() + 600_000).toISOString() },
+      });
+      const executionId = await execution([charge]);
+      const { sent, endedFirst } = await sendWhileExecutionEnds(
+        (tx) => tx.query(`SELECT 1 FROM api_keys WHERE id = $1 FOR NO KEY UPDATE`, [key]),
+        (tx) => endExecution(tx, executionId, ExecutionStatus.EXPIRED),
+        () => send(charge.id),
+      );
+      expect({ sent, endedFirst }).toEqual({
+        sent: { won: false, refusals: ['execution_not_running'] },
+        endedFirst: true,
+      });
+      expect(await statusOf(charge.id)).toBe(OperationStatus.CANCELLED);
+    });
+
+    it('releases before a cancel that comes while it waits for the tenant’s row: the cancel waits for the release', async () => {
+      const { held, executionId } = await heldWithRelease('held-under-policy-write', 'running');
+      const found = await findOperationToSend(db.dataSource.manager, held.id, { connectors: [], cipher: NO_CIPHER });
+      const guard: SendGuard = { kind: 'release', approvalPolicy: found!.approvalPolicy };
+      const { sent, endedFirst } = await sendWhileExecutionEnds(
+        (tx) => tx.query(TENANT_POLICY_SQL.lockPolicy, ['acme']),
+        (tx) => endExecution(tx, executionId, ExecutionStatus.CANCELLED),
+        // As the sender releases: the operation's row, then its execution's, locked before the SENT statement.
+        () =>
+          commitWithinSpendingCaps(
+            db.dataSource,
+            {
+              tenantId: 'acme',
+              connector: 'sandbox.payments',
+              operationId: held.id,
+              caps: [],
+              amountOf: () => null,
+              lockOperationFirst: true,
+            },
+            (tx) =>
+              transitions.operation(tx, {
+                operation: {
+                  id: held.id,
+                  status: OperationStatus.MANUAL_REVIEW,
+                  attempt: 0,
+                  verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+                },
+                to: OperationStatus.SENT,
+                actor: 'human',
+                bumpAttempt: true,
+                sendGuard: guard,
+              }),
+          ),
+      );
+      // The cancel could not end the execution during the wait (the release holds its rows): it waited, and ended it
+      // after the send — which it leaves to be reconciled (I11).
+      expect(endedFirst).toBe(false);
+      expect(sent).toEqual({ sent: expect.objectContaining({ won: true }) });
+      const history = await db.dataSource.query(
+        `SELECT operation_id IS NOT NULL AS of_operation, to_status FROM events WHERE execution_id = $1 ORDER BY seq`,
+        [executionId],
+      );
+      expect(history.slice(-2)).toEqual([
+        { of_operation: true, to_status: OperationStatus.SENT },
+        { of_operation: false, to_status: ExecutionStatus.CANCELLED },
+      ]);
+      expect(await statusOf(held.id)).toBe(OperationStatus.SENT);
     });
   });
 
