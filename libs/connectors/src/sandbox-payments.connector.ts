@@ -122,6 +122,20 @@ export class SandboxPaymentsConnector implements Connector {
         detail: `${outcome.detail}, replaying an earlier request's charge in an answer that reads two ways (${twoWays.rule === 'duplicate_key' ? 'a member named twice' : 'a number a double cannot keep exactly'} at ${twoWays.field}): outcome unknown`,
       };
     }
+    const held = exchange.body as ProviderCharge | undefined;
+    if (
+      outcome.status === OperationStatus.ACKNOWLEDGED &&
+      (typeof held !== 'object' || held === null || held.amount === undefined || held.currency === undefined)
+    ) {
+      // An answer that names no charge (empty, no JSON, cut by a connection closed where no length was declared) or one
+      // without its amount or currency: whether the charge it replays is this request's is not said, so "no charge was
+      // made" is not certain — unknown, for the read-back to settle.
+      return {
+        status: OperationStatus.UNKNOWN,
+        reason: TerminalReason.CONNECTOR_ERROR,
+        detail: `${outcome.detail}, replaying an earlier request's charge in an answer that does not name its amount and currency: outcome unknown`,
+      };
+    }
     return replayedSend(outcome, exchange.body, charge);
   }
 

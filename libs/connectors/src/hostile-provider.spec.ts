@@ -1,0 +1,133 @@
+import { createServer, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { OperationStatus, TerminalReason, VerificationMethod, decideReconcileStart } from '@verity/status-model';
+import { serveDuringDescribe } from '../../../test/support/local-server';
+import type { ConnectorEnvironment, ConnectorOperation } from './connector';
+import { SandboxPaymentsConnector } from './sandbox-payments.connector';
+import { SandboxSmsConnector } from './sandbox-sms.connector';
+
+/**
+ * Providers that misbehave at the HTTP level, each a real loopback server writing its answer byte by byte on the
+ * socket. The record must stay honest: a timeout or an unreadable answer is UNKNOWN (never FAILED), nothing re-sends an
+ * UNKNOWN blindly, VERIFIED only from a read-back — and no exchange holds its caller or a socket past what it answered.
+ */
+
+/** One raw answer: what the provider writes on the request's socket once the request has arrived. */
+type RawAnswer = (socket: Socket, req: IncomingMessage) => void;
+
+/**
+ * A provider of the enclosing describe answering each request as `answer` (set by the test) writes it on the socket.
+ * `requests` counts what arrived; `closed` settles when the n-th request's connection is closed (by either end).
+ */
+function rawProvider() {
+  const state = {
+    answer: (() => undefined) as RawAnswer,
+    requests: 0,
+    closed: [] as Promise<void>[],
+  };
+  const local = serveDuringDescribe(() =>
+    createServer((req) => {
+      req.resume();
+      req.on('end', () => {
+        state.requests += 1;
+        const socket = req.socket;
+        state.closed.push(
+          socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve())),
+        );
+        state.answer(socket, req);
+      });
+    }),
+  );
+  return Object.assign(state, { local });
+}
+
+const HEAD_201 = 'HTTP/1.1 201 Created\r\ncontent-type: application/json\r\n';
+/** The head of a 201 after which the provider closes the connection (it says so: the client keeps no socket of it). */
+const CLOSING_201 = `${HEAD_201}connection: close\r\n`;
+
+/** A 2xx whose body stops after its first bytes: reset, left hanging, or closed where no length was declared. */
+const brokenOff = {
+  reset: ((socket) => {
+    socket.write(`${HEAD_201}content-length: 200\r\n\r\n{"id":"ch_`);
+    setImmediate(() => socket.resetAndDestroy());
+  }) as RawAnswer,
+  stalled: ((socket) => socket.write(`${HEAD_201}content-length: 200\r\n\r\n{"id":"ch_`)) as RawAnswer,
+  // No content-length and no chunking: the body ends where the connection does, so its first bytes are the whole body.
+  closeDelimited: ((socket) => socket.end(`${CLOSING_201}\r\n{"id":"ch_`)) as RawAnswer,
+};
+
+const charge = (id: string): ConnectorOperation => ({
+  id,
+  tenantId: 'demo',
+  action: 'charge',
+  params: { amount: 100, currency: 'EUR', reference: `order-${id}` },
+  expectedState: null,
+  providerRef: null,
+});
+
+const text = (id: string): ConnectorOperation => ({
+  id,
+  tenantId: 'demo',
+  action: 'send',
+  params: { to: '+15550100', body: 'hi' },
+  expectedState: null,
+  providerRef: null,
+});
+
+describe('a provider that answers 2xx, then breaks off the body', () => {
+  const provider = rawProvider();
+  const env = (timeoutMs = 2_000): ConnectorEnvironment => ({ sandboxUrl: provider.local.url, timeoutMs });
+  const payments = new SandboxPaymentsConnector();
+  const sms = new SandboxSmsConnector();
+
+  it.each([
+    ['reset in the middle of a declared length', brokenOff.reset],
+    ['stalled in the middle of a declared length (the timeout)', brokenOff.stalled],
+  ])('%s: a charge and a text message are UNKNOWN, never FAILED, the connection closed', async (_, answer) => {
+    provider.answer = answer;
+    const before = provider.requests;
+    for (const outcome of [await payments.send(charge('op_cut'), env(300)), await sms.send(text('op_cut'), env(300))]) {
+      expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR });
+    }
+    expect(provider.requests - before).toBe(2);
+    await Promise.all(provider.closed.slice(before));
+  });
+
+  it('a text message left UNKNOWN is held for a person (no read-back), never read or re-sent', () => {
+    // What the status model makes of the UNKNOWN above for a connector that cannot read back.
+    expect(sms.capabilities.read_back).toBe(false);
+    expect(
+      decideReconcileStart({
+        canReadBack: sms.capabilities.read_back,
+        verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+        deadlinePassed: false,
+      }),
+    ).toEqual({ kind: 'hold', reason: TerminalReason.CONNECTOR_ERROR, why: 'no read-back' });
+  });
+
+  it('closed where no length was declared: the 2xx is an acknowledgement with no reference (the body read is no JSON)', async () => {
+    provider.answer = brokenOff.closeDelimited;
+    for (const outcome of [await payments.send(charge('op_close'), env()), await sms.send(text('op_close'), env())]) {
+      expect(outcome).toMatchObject({ status: OperationStatus.ACKNOWLEDGED, providerRef: {} });
+      expect(outcome.status === OperationStatus.ACKNOWLEDGED && outcome.providerRef.id).toBeUndefined();
+    }
+  });
+
+  it.each([
+    ['cut by the close', (socket: Socket) => socket.end(`${CLOSING_201}idempotent-replayed: true\r\n\r\n{"id":"ch_`)],
+    ['empty', (socket: Socket) => socket.end(`${CLOSING_201}idempotent-replayed: true\r\ncontent-length: 0\r\n\r\n`)],
+    [
+      'JSON naming no amount or currency',
+      (socket: Socket) =>
+        socket.end(`${CLOSING_201}idempotent-replayed: true\r\ncontent-length: 13\r\n\r\n{"id":"ch_1"}`),
+    ],
+  ])(
+    'a replay whose answer is %s is an unknown outcome, not "no charge was made" (it may be this one)',
+    async (_, answer) => {
+      provider.answer = answer;
+      const outcome = await payments.send(charge('op_replay_cut'), env());
+      expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR });
+      expect(outcome.detail).toMatch(/replaying an earlier request's charge/);
+    },
+  );
+});
