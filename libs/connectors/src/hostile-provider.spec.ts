@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { OperationStatus, TerminalReason, VerificationMethod, decideReconcileStart } from '@verity/status-model';
 import { serveDuringDescribe } from '../../../test/support/local-server';
+import { httpExchange } from './http-exchange';
 import type { ConnectorEnvironment, ConnectorOperation } from './connector';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
@@ -24,6 +25,8 @@ function rawProvider() {
     answer: (() => undefined) as RawAnswer,
     requests: 0,
     closed: [] as Promise<void>[],
+    /** The connection each request arrived on, in order. */
+    sockets: [] as Socket[],
   };
   const local = serveDuringDescribe(() =>
     createServer((req) => {
@@ -31,6 +34,7 @@ function rawProvider() {
       req.on('end', () => {
         state.requests += 1;
         const socket = req.socket;
+        state.sockets.push(socket);
         state.closed.push(
           socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve())),
         );
@@ -130,4 +134,51 @@ describe('a provider that answers 2xx, then breaks off the body', () => {
       expect(outcome.detail).toMatch(/replaying an earlier request's charge/);
     },
   );
+});
+
+describe('a provider that answers 1xx, or switches protocols', () => {
+  const provider = rawProvider();
+  const payments = new SandboxPaymentsConnector();
+
+  it('101 with an Upgrade: UNKNOWN as soon as it comes, where it waited for the timeout, the connection closed', async () => {
+    provider.answer = (socket) =>
+      socket.write('HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n');
+    const before = provider.requests;
+    // The timeout is far beyond the test's own: only an exchange that ends at the 101 answers within it.
+    const outcome = await payments.send(charge('op_101'), { sandboxUrl: provider.local.url, timeoutMs: 60_000 });
+    expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR });
+    expect(outcome.detail).toMatch(/101/);
+    await provider.closed[before];
+  }, 10_000);
+
+  it('101 without an Upgrade: UNKNOWN, and its connection is not kept for the next request', async () => {
+    provider.answer = (socket) => socket.write('HTTP/1.1 101 Switching Protocols\r\n\r\n');
+    const before = provider.requests;
+    const outcome = await payments.send(charge('op_101_bare'), { sandboxUrl: provider.local.url, timeoutMs: 60_000 });
+    expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR });
+    // Kept alive, the socket would carry the next operation's request into whatever protocol the provider switched to.
+    provider.answer = (socket) => socket.write(`${HEAD_201}content-length: 2\r\n\r\n{}`);
+    await payments.send(charge('op_after_101'), { sandboxUrl: provider.local.url, timeoutMs: 2_000 });
+    expect(provider.requests - before).toBe(2);
+    expect(provider.sockets[before + 1] === provider.sockets[before]).toBe(false);
+    await provider.closed[before];
+  }, 10_000);
+
+  it.each([
+    ['100 Continue', 'HTTP/1.1 100 Continue\r\n\r\n'],
+    ['103 Early Hints', 'HTTP/1.1 103 Early Hints\r\nlink: </x>\r\n\r\n'],
+  ])('%s, then nothing: UNKNOWN at the timeout, the connection closed', async (_, head) => {
+    provider.answer = (socket) => socket.write(head);
+    const before = provider.requests;
+    const exchange = await httpExchange({
+      method: 'POST',
+      url: `${provider.local.url}/v1/charges`,
+      body: {},
+      timeoutMs: 300,
+    });
+    expect(exchange).toMatchObject({ kind: 'ambiguous', code: 'ETIMEDOUT' });
+    const outcome = await payments.send(charge('op_1xx'), { sandboxUrl: provider.local.url, timeoutMs: 300 });
+    expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR });
+    await Promise.all(provider.closed.slice(before));
+  });
 });

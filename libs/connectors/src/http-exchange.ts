@@ -105,7 +105,11 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
         lookup: request.lookup,
       },
       (res) => {
-        if (request.statusOnly) {
+        // An informational status Node took for the answer (a 101 without an Upgrade header): the connection has left
+        // HTTP. The status is the answer, and the connection is closed — kept alive, it would carry the next request
+        // (another operation's) into whatever the provider speaks now.
+        const informational = (res.statusCode ?? 0) < 200;
+        if (request.statusOnly || informational) {
           finish({
             kind: 'response',
             status: res.statusCode ?? 0,
@@ -114,6 +118,7 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
             truncated: false,
           });
           res.destroy();
+          if (informational) req.destroy();
           return;
         }
         const chunks: Buffer[] = [];
@@ -185,6 +190,18 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
       }
     });
     req.on('close', stopListening);
+    // A 101 with an Upgrade: Node hands over the socket here (without a listener it destroys it and the exchange waited
+    // for its timeout). The status is the answer; the socket, which speaks another protocol now, is closed.
+    req.on('upgrade', (res: http.IncomingMessage, socket: import('node:net').Socket) => {
+      finish({
+        kind: 'response',
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        body: undefined,
+        truncated: false,
+      });
+      socket.destroy();
+    });
     req.on('error', (error: NodeJS.ErrnoException) => finish(failure(error.code ?? 'EREQUEST', error.message)));
     const timer = setTimeout(() => {
       finish(failure('ETIMEDOUT', `no answer within ${request.timeoutMs} ms`));
