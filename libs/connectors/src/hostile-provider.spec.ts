@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import { OperationStatus, TerminalReason, VerificationMethod, decideReconcileStart } from '@verity/status-model';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 import { httpExchange } from './http-exchange';
+import { HttpConnector } from './http.connector';
 import type { ConnectorEnvironment, ConnectorOperation } from './connector';
 import { SandboxPaymentsConnector } from './sandbox-payments.connector';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
@@ -180,5 +181,68 @@ describe('a provider that answers 1xx, or switches protocols', () => {
     const outcome = await payments.send(charge('op_1xx'), { sandboxUrl: provider.local.url, timeoutMs: 300 });
     expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR });
     await Promise.all(provider.closed.slice(before));
+  });
+});
+
+describe('a provider whose reference is a number in JSON', () => {
+  let answer = '';
+  const requested: string[] = [];
+  const provider = serveDuringDescribe(() =>
+    createServer((req, res) => {
+      requested.push(`${req.method} ${req.url}`);
+      req.resume();
+      req.on('end', () => {
+        if (req.method === 'POST') return res.writeHead(201, { 'content-type': 'application/json' }).end(answer);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"created"}');
+      });
+    }),
+  );
+  const http = new HttpConnector();
+  const env = (): ConnectorEnvironment => ({
+    sandboxUrl: 'unused',
+    timeoutMs: 2_000,
+    tenant: { allowHosts: [{ host: '127.0.0.1', ports: [provider.port], allow_private: true }] },
+  });
+  const request = (): ConnectorOperation => ({
+    id: 'op_numeric_ref',
+    tenantId: 'demo',
+    action: 'request',
+    params: {
+      method: 'POST',
+      url: `${provider.url}/orders`,
+      body: {},
+      ref_field: 'id',
+      read_back: { url: `${provider.url}/orders/{{ref}}`, field: 'status', equals: 'created' },
+    },
+    expectedState: null,
+    providerRef: null,
+  });
+
+  // String() of the number JSON.parse made is another text than the provider wrote: a read-back by it asks another
+  // record (1e3 read as /orders/1000; 2^64 and more rounded to another id altogether).
+  it.each([
+    ['past 2^53', '{"id":12345678901234567890}'],
+    ['with an exponent', '{"id":1e3}'],
+    ['with a fraction of zero', '{"id":7.0}'],
+    ['negative zero', '{"id":-0}'],
+  ])('keeps no reference from an id %s, and makes no read-back by it', async (_, body) => {
+    answer = body;
+    const outcome = await http.send(request(), env());
+    expect(outcome.status).toBe(OperationStatus.ACKNOWLEDGED);
+    const providerRef = outcome.status === OperationStatus.ACKNOWLEDGED ? outcome.providerRef : {};
+    expect(providerRef.ref).toBeUndefined();
+    const before = requested.length;
+    const read = await http.readBack({ ...request(), providerRef }, env());
+    expect(read).toMatchObject({ kind: 'unreachable', notMade: true });
+    expect(requested.length).toBe(before);
+  });
+
+  it('keeps an id written as String() writes it, and reads back by it', async () => {
+    answer = '{"id":1000}';
+    const outcome = await http.send(request(), env());
+    expect(outcome).toMatchObject({ status: OperationStatus.ACKNOWLEDGED, providerRef: { ref: '1000' } });
+    const providerRef = outcome.status === OperationStatus.ACKNOWLEDGED ? outcome.providerRef : {};
+    await expect(http.readBack({ ...request(), providerRef }, env())).resolves.toMatchObject({ kind: 'found' });
+    expect(requested[requested.length - 1]).toBe('GET /orders/1000');
   });
 });

@@ -656,6 +656,29 @@ function unclearAt(exchange: { json?: string; body?: unknown }, field: string): 
     : `the answer holds a number at ${issue.field} that a double cannot keep exactly: ${field} would be read rounded, so it is not read`;
 }
 
+/** A number of an answer's JSON as its text (JSON.parse's source text access). */
+class NumberText {
+  constructor(readonly text: string) {}
+}
+
+/**
+ * The text the number at `field` of the answer's JSON was written as, or null where no number is (or the JSON does not
+ * parse, or the runtime gives no source text: then no number is taken as written).
+ */
+function numberTextAt(json: string | undefined, field: string): string | null {
+  if (json === undefined) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json, (_key: string, value: unknown, context?: { source?: string }) =>
+      typeof value === 'number' && typeof context?.source === 'string' ? new NumberText(context.source) : value,
+    );
+  } catch {
+    return null;
+  }
+  const found = readField(parsed, field);
+  return found.found && found.value instanceof NumberText ? found.value.text : null;
+}
+
 /**
  * As deep as a value read from an answer is followed: no `equals` nests deeper (a request body nests at most 64
  * levels), and the walks a kept value goes through (secret redaction, clipping, the comparison with `equals`) recurse.
@@ -802,7 +825,13 @@ export class HttpConnector implements Connector {
         // 2^53) could name another record, whose read-back would verify this call or hide it.
         if (params.ref_field && !(exchange.kind === 'response' && unclearAt(exchange, params.ref_field))) {
           const found = readField(body, params.ref_field);
-          if (found.found && (typeof found.value === 'string' || typeof found.value === 'number')) {
+          // A number is kept only as the provider wrote it: String() of what JSON.parse made of `1e3`, `7.0` or `-0` is
+          // another text (1000, 7, 0), and a read-back built from it asks another record than the one the answer named.
+          const asWritten =
+            !found.found ||
+            typeof found.value !== 'number' ||
+            (exchange.kind === 'response' && numberTextAt(exchange.json, params.ref_field) === String(found.value));
+          if (found.found && asWritten && (typeof found.value === 'string' || typeof found.value === 'number')) {
             // Redacted before it is cut, as keptOfAnswer does (a reference has no marker: it is used as written).
             const whole = secretRedactor(env.tenant?.secrets)(String(found.value));
             const kept = cutOutsideSecrets(whole, KEPT_REF_CHARS, env.tenant?.secrets);
@@ -1066,7 +1095,7 @@ function unusableRef(
       error: bodyNotRead
         ? `the read-back URL needs the reference the provider returns, and its answer's body was larger than the connector reads (64 KiB): it was not read`
         : answered
-          ? 'the read-back URL needs the reference the provider returns, and its answer gave none that can be read at ref_field (missing, not a string or number, or in JSON that reads two ways)'
+          ? 'the read-back URL needs the reference the provider returns, and its answer gave none that can be read at ref_field (missing, not a string or number, a number not written as it reads back — 1e3, 7.0 or -0 —, or in JSON that reads two ways)'
           : 'the read-back URL needs the reference the provider returns, and no answer was received',
       notMade: true,
     };
