@@ -246,3 +246,47 @@ describe('a provider whose reference is a number in JSON', () => {
     expect(requested[requested.length - 1]).toBe('GET /orders/1000');
   });
 });
+
+describe("a provider whose replay mark (Idempotent-Replayed) can't be read one way", () => {
+  const provider = rawProvider();
+  const payments = new SandboxPaymentsConnector();
+  const env = (): ConnectorEnvironment => ({ sandboxUrl: provider.local.url, timeoutMs: 2_000 });
+  const answering = (marks: string[], amount: number) => {
+    const body = `{"id":"ch_9","reference":"order-op_mark","amount":${amount},"currency":"EUR","version":1}`;
+    provider.answer = (socket) =>
+      socket.write(
+        `${HEAD_201}${marks.map((mark) => `${mark}\r\n`).join('')}content-length: ${body.length}\r\n\r\n${body}`,
+      );
+  };
+
+  // Node joins a header given twice with ", " and keeps its value's case: none of these is the one "true" the provider
+  // marks a replay with, nor its absence. Whose charge the answer holds — this request's, or an earlier one's (no charge
+  // made for this one) — is not said one way: neither FAILED ("no charge was made") nor an acknowledgement.
+  it.each([
+    ['given twice', ['Idempotent-Replayed: true', 'idempotent-replayed: true']],
+    ['given twice, differently', ['Idempotent-Replayed: true', 'Idempotent-Replayed: false']],
+    ['in capitals', ['Idempotent-Replayed: TRUE']],
+  ])('%s, with another amount: UNKNOWN, for the read-back to settle', async (_, marks) => {
+    answering(marks, 5000);
+    await expect(payments.send(charge('op_mark'), env())).resolves.toMatchObject({
+      status: OperationStatus.UNKNOWN,
+      reason: TerminalReason.CONNECTOR_ERROR,
+      detail: expect.stringMatching(/replay mark/),
+    });
+  });
+
+  it('given once as "true", it is read as the replay it says (another amount: no charge was made for this one)', async () => {
+    answering(['Idempotent-Replayed: true'], 5000);
+    await expect(payments.send(charge('op_mark'), env())).resolves.toMatchObject({ status: OperationStatus.FAILED });
+  });
+
+  it('given once as "false", or not at all, it is no replay: acknowledged', async () => {
+    for (const marks of [['Idempotent-Replayed: false'], []]) {
+      answering(marks, 100);
+      await expect(payments.send(charge('op_mark'), env())).resolves.toMatchObject({
+        status: OperationStatus.ACKNOWLEDGED,
+        providerRef: { id: 'ch_9' },
+      });
+    }
+  });
+});

@@ -103,7 +103,18 @@ export class SandboxPaymentsConnector implements Connector {
         return { id: c.id, version: c.version, reference: c.reference };
       },
     });
-    if (!(exchange.kind === 'response' && exchange.headers[REPLAYED_HEADER] === 'true')) return outcome;
+    const mark = exchange.kind === 'response' ? exchange.headers[REPLAYED_HEADER] : undefined;
+    if (mark !== undefined && mark !== 'true' && mark !== 'false' && outcome.status === OperationStatus.ACKNOWLEDGED) {
+      // A mark that is neither the one "true" nor "false" — given twice (Node joins the values: "true, true", "true,
+      // false"), or written otherwise ("TRUE") — says two things or none: whether this request made a charge or an
+      // earlier one's is replayed (none made for this one) is unknown, for the read-back to settle.
+      return {
+        status: OperationStatus.UNKNOWN,
+        reason: TerminalReason.CONNECTOR_ERROR,
+        detail: `${outcome.detail} with a replay mark that reads no one way (${REPLAYED_HEADER}: ${shown(mark)}): outcome unknown`,
+      };
+    }
+    if (exchange.kind !== 'response' || mark !== 'true') return outcome;
     if (exchange.truncated && outcome.status === OperationStatus.ACKNOWLEDGED) {
       // Whose charge it replays (this request's, or an earlier request's for the reference: no charge made for this one)
       // is what the unread body says: unknown, for the read-back to settle.
