@@ -290,3 +290,53 @@ describe("a provider whose replay mark (Idempotent-Replayed) can't be read one w
     }
   });
 });
+
+describe('a provider that redirects a send', () => {
+  const provider = rawProvider();
+  const elsewhere = rawProvider();
+  const payments = new SandboxPaymentsConnector();
+  const sms = new SandboxSmsConnector();
+
+  it.each([301, 302, 303, 307, 308])(
+    '%i with a Location at another origin: UNKNOWN, and the send is not made again there',
+    async (status) => {
+      provider.answer = (socket) =>
+        socket.write(
+          `HTTP/1.1 ${status} Moved\r\nlocation: ${elsewhere.local.url}/v1/charges\r\ncontent-length: 0\r\n\r\n`,
+        );
+      const env: ConnectorEnvironment = { sandboxUrl: provider.local.url, timeoutMs: 2_000 };
+      for (const outcome of [await payments.send(charge('op_moved'), env), await sms.send(text('op_moved'), env)]) {
+        expect(outcome).toMatchObject({
+          status: OperationStatus.UNKNOWN,
+          detail: `provider answered ${status}: outcome unknown`,
+        });
+      }
+      expect(elsewhere.requests).toBe(0);
+    },
+  );
+});
+
+describe('a provider whose name resolves slowly', () => {
+  // A lookup that never answers: the request is never written, so the send ends at its timeout as not delivered (the
+  // HTTP client's deadline covers the lookup), not held for as long as the resolver takes.
+  const never = new HttpConnector({ resolver: () => new Promise(() => undefined) });
+
+  it('a send through the http connector ends at its timeout, never delivered', async () => {
+    const outcome = await never.send(
+      {
+        id: 'op_slow_dns',
+        tenantId: 'demo',
+        action: 'request',
+        params: { method: 'POST', url: 'https://slow.example/orders', body: {} },
+        expectedState: null,
+        providerRef: null,
+      },
+      { sandboxUrl: 'unused', timeoutMs: 300, tenant: { allowHosts: [{ host: 'slow.example' }] } },
+    );
+    expect(outcome).toMatchObject({
+      status: OperationStatus.FAILED,
+      reason: TerminalReason.SOURCE_UNREACHABLE,
+      detail: 'never delivered (ETIMEDOUT)',
+    });
+  });
+});
