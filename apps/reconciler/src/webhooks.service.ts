@@ -187,10 +187,11 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     }
     let posted: Awaited<ReturnType<WebhooksService['post']>>;
     try {
-      posted = await this.post(delivery, delivery.secret);
+      posted = await this.post(delivery, round, delivery.secret);
     } finally {
       this.slots.release(tenantId);
     }
+    if (posted === 'deleted') return 'skipped: delivery or endpoint deleted';
     return this.record(delivery, round, attemptsMade, maxAttempts, posted);
   }
 
@@ -224,10 +225,12 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     return recorded.state;
   }
 
+  /** The attempt's outcome; `deleted` when the endpoint (or the delivery) was deleted before anything was sent. */
   private async post(
     delivery: DeliveryToSend,
+    round: number,
     secret: string,
-  ): Promise<{ outcome: AttemptOutcome; retryable: boolean }> {
+  ): Promise<{ outcome: AttemptOutcome; retryable: boolean } | 'deleted'> {
     // The tenant's http allowlist and the SSRF rules apply to every send, not only when the endpoint was created: an
     // allowlist entry removed since then, or a host now resolving to a private address, stops the delivery.
     const target = checkTarget(
@@ -239,6 +242,10 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     // An IP literal is connected to without a lookup (lookupFor never runs): the platform's services are judged here.
     const reserved = isIP(target.host) ? await platformRefusalOf(target) : null;
     if (reserved) return { outcome: { ok: false, status: null, error: reserved }, retryable: false };
+    // Read again after the checks, right before signing: an endpoint deleted since the delivery was read (the
+    // allowlist read above can wait on a busy database) is sent nothing once its delete has answered — its secret is
+    // gone. What is left between this read and the request is the address lookup and the connect.
+    if (!(await loadDeliveryToSend(this.db.manager, this.cipher, delivery.id, round))) return 'deleted';
     let refused: string | null = null;
     const body = delivery.body;
     const sentAt = new Date();

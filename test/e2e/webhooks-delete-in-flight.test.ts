@@ -1,0 +1,80 @@
+import { randomBytes } from 'node:crypto';
+import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
+import { http, sms, submission, unique } from '../support/http';
+import { waitForLockWaiter } from '../support/lock-waits';
+import { startReceiver, subscribedReceiver } from './webhook-receiver';
+
+/**
+ * An admin deletes a webhook endpoint while the delivery worker is between reading a delivery (and opening its
+ * signing secret) and sending it. Once the delete has answered `204`, the endpoint's secret is gone: nothing signed
+ * with it may reach the receiver afterwards. The worker is held between the two by the one thing it reads in between,
+ * the tenant's http allowlist (its table locked here), so the delete's answer comes first for certain.
+ */
+describe('webhooks: an endpoint deleted while its delivery is under way', () => {
+  let stack: Stack;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+
+  beforeAll(async () => {
+    // The first attempt fails, so the second comes at a moment the test chooses (after its backoff).
+    receiver = await startReceiver((_path, attempt) => ({ status: attempt === 1 ? 500 : 204 }));
+    stack = await Stack.start({
+      label: 'wh-delete-in-flight',
+      env: {
+        SECRETS_KEY: randomBytes(32).toString('base64'),
+        WEBHOOK_SCAN_INTERVAL_MS: '100',
+        WEBHOOK_BACKOFF_MS: '1000',
+        WEBHOOK_MAX_ATTEMPTS: '2',
+      },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await stack?.stop();
+    await receiver?.close();
+  });
+
+  /** The reconciler's count of delivery attempts that ended with `result`. */
+  async function attemptsEnded(result: string): Promise<number> {
+    const metrics = await http<string>(stack.running('reconciler')[0].opsUrl!, 'GET', '/metrics', {
+      key: METRICS_TOKEN,
+    });
+    const line = new RegExp(`^verity_webhook_deliveries_total\\{result="${result}"\\} (\\d+)$`, 'm').exec(metrics.text);
+    return line ? Number(line[1]) : 0;
+  }
+
+  it('sends nothing after the delete has answered: the worker finds the endpoint gone before it signs', async () => {
+    const endpoint = await subscribedReceiver(stack, receiver.port, `${receiver.base}/hook`, ['execution.finished']);
+    const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([sms(unique('wh-delete-in-flight'))]),
+    });
+    expect(run.status).toBe(201);
+    await waitFor(
+      async () => receiver.seen.length,
+      (n) => n === 1,
+    );
+
+    const holder = stack.db.dataSource.createQueryRunner();
+    await holder.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query(`LOCK TABLE tenant_connector_settings IN ACCESS EXCLUSIVE MODE`);
+      // The second attempt has read the delivery and its secret, and waits to read the allowlist.
+      await waitForLockWaiter(stack.db.dataSource);
+      const deleted = await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin });
+      expect(deleted.status).toBe(204);
+      await holder.commitTransaction();
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      await holder.release();
+    }
+
+    // The attempt ends: skipped (the endpoint is gone), or — sent — recorded as stale (its row went with the delete).
+    const ended = await waitFor(
+      async () => ({ skipped: await attemptsEnded('skipped'), stale: await attemptsEnded('stale') }),
+      (n) => n.skipped + n.stale > 0,
+    );
+    expect(receiver.seen).toHaveLength(1);
+    expect(ended).toEqual({ skipped: 1, stale: 0 });
+  });
+});
