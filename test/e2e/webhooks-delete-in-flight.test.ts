@@ -59,8 +59,9 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     try {
       await holder.startTransaction();
       await holder.query(`LOCK TABLE tenant_connector_settings IN ACCESS EXCLUSIVE MODE`);
-      // The second attempt has read the delivery and its secret, and waits to read the allowlist.
-      await waitForLockWaiter(stack.db.dataSource);
+      // The second attempt has read the delivery and its secret, and waits to read the allowlist (the only reader of
+      // connector settings left: the execution has finished).
+      await waitForLockWaiter(stack.db.dataSource, { statementLike: '%LEFT JOIN tenant_connector_settings s %' });
       const deleted = await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin });
       expect(deleted.status).toBe(204);
       await holder.commitTransaction();
