@@ -16,9 +16,15 @@
  * - Nest's optional peers this project does not install (Nest requires them in a try and goes on without them).
  * Files an app reads by its own path (the console's assets, beside main.js) stay where they were: the bundle is
  * written where main.js was, so its `__dirname` is the same.
+ *
+ * Each bundle is then made one-byte text (`oneByteBundle`): V8 keeps a script's whole source on the heap for the life of
+ * the process, as a two-byte string if one character of it is above U+00FF (Latin-1), else as one byte per character.
+ * esbuild escapes strings, templates, regular expressions and identifiers (`charset: 'ascii'`, its default) but copies
+ * comments as they are, and some hundred dashes, ellipses and arrows in comments made the API's 11.5 MB bundle 23 MB of
+ * its 128 MB old space (docs/benchmarks.md, "One-byte bundles").
  */
-import { build } from 'esbuild';
-import { existsSync } from 'node:fs';
+import { build, transform, type TransformOptions } from 'esbuild';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 export const BUNDLED_APPS = ['api', 'dispatcher', 'reconciler', 'sandbox-provider'] as const;
@@ -55,6 +61,53 @@ function findRoot(from: string): string {
   throw new Error(`cannot find the repository root above ${from}`);
 }
 
+/** Characters above Latin-1, one UTF-16 unit each (each half of a surrogate pair on its own). */
+const ABOVE_LATIN1 = /[\u0100-\uffff]/g;
+/**
+ * An ASCII stand-in for each: one unit for one, so every line keeps its length in UTF-16 units and the source map's
+ * columns (counted in those units) still hold after a comment.
+ */
+const STAND_INS: Record<string, string> = {
+  '\u2013': '-', // en dash
+  '\u2014': '-', // em dash
+  '\u2212': '-', // minus sign
+  '\u2026': '.', // ellipsis
+  '\u2192': '>', // rightwards arrow
+  '\u2190': '<', // leftwards arrow
+  '\u2018': "'",
+  '\u2019': "'",
+  '\u201c': '"',
+  '\u201d': '"',
+  '\u2264': '<', // less-than or equal to
+  '\u2265': '>', // greater-than or equal to
+  '\u2022': '*', // bullet
+};
+
+/** The bundle's text with every character above U+00FF replaced by one ASCII character per UTF-16 unit. */
+export function latin1Text(code: string): string {
+  return code.replace(ABOVE_LATIN1, (unit) => STAND_INS[unit] ?? '?');
+}
+
+/** How a bundle is compared with its one-byte text: its code alone, every comment dropped. */
+const CODE_ONLY: TransformOptions = { minifyWhitespace: true, legalComments: 'none', charset: 'ascii', format: 'cjs' };
+
+/**
+ * Rewrites a bundle as one-byte text (`latin1Text`), and fails the build unless only its comments changed: the two texts,
+ * their comments dropped by esbuild, must be the same program to the character. (esbuild writes the code itself in
+ * ASCII; a character above U+00FF left in a string, a template or a regular expression would stop the build here
+ * rather than change what the app does.)
+ */
+export async function oneByteBundle(file: string): Promise<void> {
+  const code = readFileSync(file, 'utf8');
+  const oneByte = latin1Text(code);
+  if (oneByte === code) return;
+  const [before, after] = await Promise.all([transform(code, CODE_ONLY), transform(oneByte, CODE_ONLY)]);
+  if (before.code !== after.code) {
+    throw new Error(`${file}: a character above U+00FF outside its comments; it cannot be made one-byte text`);
+  }
+  writeFileSync(file, oneByte);
+}
+
 /** Bundles every app's dist/apps/<app>/src/main.js in place; returns the files written. */
 export async function buildApps(root = findRoot(__dirname)): Promise<string[]> {
   const written: string[] = [];
@@ -78,6 +131,7 @@ export async function buildApps(root = findRoot(__dirname)): Promise<string[]> {
       legalComments: 'none',
       logLevel: 'error',
     });
+    await oneByteBundle(entry);
     written.push(entry);
   }
   return written;
