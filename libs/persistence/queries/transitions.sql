@@ -18,25 +18,25 @@ WITH moved AS (
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN ('running'))) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
+                    AND ge.status IN ('running'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
+          AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
+          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (CASE WHEN (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
                 SELECT (d.status IN ('VERIFIED') AND d.rejected_at IS NULL)
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
-               ELSE op.approval->>'state' = 'granted'
-                    AND (op.approval->>'expires_at' IS NULL
-                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
+                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false))) AND (op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
         OR EXISTS (SELECT 1 FROM api_keys gk WHERE gk.id = op.approval->>'decided_by' AND gk.tenant_id = op.tenant_id
-                   AND gk.revoked_at IS NULL FOR SHARE)) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
-          AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
-          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (op.retry_of IS NULL OR NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked(op.retry_of, op.tenant_id) chain WHERE chain.status = 'FAILED'
+                   AND gk.revoked_at IS NULL FOR SHARE)) AND (op.retry_of IS NULL OR NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked(op.retry_of, op.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
-               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
+               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
@@ -81,25 +81,25 @@ WITH moved AS (
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
-                    AND ge.status IN ('running', 'created'))) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (op.next_check_at IS NULL) AND (NOT EXISTS (
+                    AND ge.status IN ('running', 'created'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
+          AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
+          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (CASE WHEN (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
                 SELECT (d.status IN ('VERIFIED') AND d.rejected_at IS NULL)
                        OR (d.status IN ('ACKNOWLEDGED')
                            AND d.verification_method <> 'read_after_write')
                 FROM operations d WHERE d.execution_id = op.execution_id AND d.key = dep.key
-                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
-               ELSE op.approval->>'state' = 'granted'
-                    AND (op.approval->>'expires_at' IS NULL
-                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) AND (op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
+                ORDER BY d.generation DESC LIMIT 1 FOR SHARE), false))) AND (op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
         OR EXISTS (SELECT 1 FROM api_keys gk WHERE gk.id = op.approval->>'decided_by' AND gk.tenant_id = op.tenant_id
-                   AND gk.revoked_at IS NULL FOR SHARE)) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
-          AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
-          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (op.retry_of IS NULL OR NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked(op.retry_of, op.tenant_id) chain WHERE chain.status = 'FAILED'
+                   AND gk.revoked_at IS NULL FOR SHARE)) AND (op.retry_of IS NULL OR NOT EXISTS (SELECT 1 FROM verity_retry_chain_locked(op.retry_of, op.tenant_id) chain WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
-               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text)
+               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
        ), follows AS (
          SELECT e.id, e.status = $11 AS moves

@@ -894,10 +894,36 @@ describe('the guarded SENT statement (real Postgres)', () => {
     }
 
     /**
+     * An `end` that writes nothing: it waits (in its transaction, reading the clock afresh each time) until the
+     * database's clock is past `instant` (SQL, `$1` the id): the execution's deadline, or a grant's expiry.
+     */
+    function clockPasses(instant: string, id: string) {
+      return (tx: EntityManager) =>
+        waitFor(
+          async () =>
+            ((await tx.query(`SELECT clock_timestamp() > (${instant}) AS past`, [id])) as { past: boolean }[])[0].past,
+          (past) => past,
+        );
+    }
+
+    /** The execution ends by its deadline, before the sweeper expires it (see clockPasses). */
+    const deadlinePasses = (executionId: string) =>
+      clockPasses(`SELECT deadline_at FROM executions WHERE id = $1`, executionId);
+
+    /** Moves the execution's deadline `seconds` ahead of the database's clock. */
+    async function deadlineIn(executionId: string, seconds: number) {
+      await db.dataSource.query(
+        `UPDATE executions SET deadline_at = clock_timestamp() + make_interval(secs => $2) WHERE id = $1`,
+        [executionId, seconds],
+      );
+    }
+
+    /**
      * `hold` takes a row the send's statement share-locks, in a writer's transaction of its own. The send starts, takes
      * its snapshot and waits for that row (its backend shows a lock wait). The execution is ended by `end` in another
-     * transaction, which commits at once or waits itself (then two sessions wait on locks). Then the writer commits
-     * without changing what the send judges. Answers what the send answered and whether the end had committed first.
+     * transaction (or its deadline passes: deadlinePasses), which commits at once or waits itself (then two sessions
+     * wait on locks). Then the writer commits without changing what the send judges. Answers what the send answered
+     * and whether the end had committed first.
      */
     async function sendWhileExecutionEnds<T>(
       hold: (tx: EntityManager) => Promise<unknown>,
@@ -929,6 +955,34 @@ describe('the guarded SENT statement (real Postgres)', () => {
         await ending;
         return { sent: result, endedFirst };
       });
+    }
+
+    /** As the sender releases: the operation's row, then its execution's, locked before the SENT statement. */
+    function release(id: string, guard: SendGuard) {
+      return commitWithinSpendingCaps(
+        db.dataSource,
+        {
+          tenantId: 'acme',
+          connector: 'sandbox.payments',
+          operationId: id,
+          caps: [],
+          amountOf: () => null,
+          lockOperationFirst: true,
+        },
+        (tx) =>
+          transitions.operation(tx, {
+            operation: {
+              id,
+              status: OperationStatus.MANUAL_REVIEW,
+              attempt: 0,
+              verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+            },
+            to: OperationStatus.SENT,
+            actor: 'human',
+            bumpAttempt: true,
+            sendGuard: guard,
+          }),
+      );
     }
 
     async function statusOf(id: string) {
@@ -975,6 +1029,67 @@ describe('the guarded SENT statement (real Postgres)', () => {
       expect(await statusOf(charge.id)).toBe(OperationStatus.CANCELLED);
     });
 
+    it('does not dispatch once the execution’s deadline passed while it waited for the tenant’s row (a policy write)', async () => {
+      const charge = op('charge-deadline-under-policy-write');
+      const executionId = await execution([charge]);
+      const found = await findOperationToSend(db.dataSource.manager, charge.id, { connectors: [], cipher: NO_CIPHER });
+      const guard: SendGuard = { ...dispatch, approvalPolicy: found!.approvalPolicy };
+      await deadlineIn(executionId, 2);
+      const { sent, endedFirst } = await sendWhileExecutionEnds(
+        (tx) => tx.query(TENANT_POLICY_SQL.lockPolicy, ['acme']),
+        deadlinePasses(executionId),
+        () => send(charge.id, guard),
+      );
+      // The deadline was ahead when the statement started and behind when its wait ended: judged after the wait.
+      expect({ sent, endedFirst }).toEqual({ sent: { won: false, refusals: ['execution_ended'] }, endedFirst: true });
+      await unchanged(charge.id);
+    });
+
+    it('does not dispatch once its grant expired while it waited for the row of the key that granted it', async () => {
+      const key = newId('key');
+      await insertStandingKeys(db.dataSource.manager, 'acme', [key]);
+      const charge = op('charge-grant-expiring-under-key-write', { requires_approval: true });
+      await execution([charge]);
+      await set(
+        charge.id,
+        `approval = jsonb_build_object('state', 'granted', 'decided_by', $2::text,
+                              'expires_at', clock_timestamp() + interval '2 seconds')`,
+        [key],
+      );
+      const { sent, endedFirst } = await sendWhileExecutionEnds(
+        (tx) => tx.query(`SELECT 1 FROM api_keys WHERE id = $1 FOR NO KEY UPDATE`, [key]),
+        // Not an end: the grant's expiry passes, by the database's clock.
+        clockPasses(`SELECT (approval->>'expires_at')::timestamptz FROM operations WHERE id = $1`, charge.id),
+        () => send(charge.id),
+      );
+      expect({ sent, endedFirst }).toEqual({
+        sent: { won: false, refusals: ['approval_not_granted'] },
+        endedFirst: true,
+      });
+      await unchanged(charge.id);
+    });
+
+    it('does not release once the execution’s deadline passed while it waited for the row of a dependency', async () => {
+      // A release locks its operation's row and its execution's before its statement, and then waits in the statement
+      // for the rows it share-locks (here the latest generation of what it depends on, held by a writer that annotates
+      // it): the deadline goes on meanwhile.
+      const charge = op('paid-before-deadline');
+      const sms = op('held-deadline-under-dependency-write', { depends_on: ['paid-before-deadline'] });
+      const executionId = await execution([charge, sms]);
+      await set(charge.id, `status = 'VERIFIED', attempt = 1`);
+      await set(sms.id, RELEASE_RECORDED);
+      const guard: SendGuard = { kind: 'release' };
+      await deadlineIn(executionId, 2);
+      const { sent, endedFirst } = await sendWhileExecutionEnds(
+        (tx) => tx.query(`SELECT 1 FROM operations WHERE id = $1 FOR NO KEY UPDATE`, [charge.id]),
+        deadlinePasses(executionId),
+        () => release(sms.id, guard),
+      );
+      expect({ sent, endedFirst }).toEqual({ sent: { sent: { won: false } }, endedFirst: true });
+      await unchanged(sms.id, OperationStatus.MANUAL_REVIEW);
+      expect(await sendRefusals(db.dataSource.manager, sms.id, guard)).toEqual(['execution_ended']);
+    });
+
     it('releases before a cancel that comes while it waits for the tenant’s row: the cancel waits for the release', async () => {
       const { held, executionId } = await heldWithRelease('held-under-policy-write', 'running');
       const found = await findOperationToSend(db.dataSource.manager, held.id, { connectors: [], cipher: NO_CIPHER });
@@ -982,32 +1097,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
       const { sent, endedFirst } = await sendWhileExecutionEnds(
         (tx) => tx.query(TENANT_POLICY_SQL.lockPolicy, ['acme']),
         (tx) => endExecution(tx, executionId, ExecutionStatus.CANCELLED),
-        // As the sender releases: the operation's row, then its execution's, locked before the SENT statement.
-        () =>
-          commitWithinSpendingCaps(
-            db.dataSource,
-            {
-              tenantId: 'acme',
-              connector: 'sandbox.payments',
-              operationId: held.id,
-              caps: [],
-              amountOf: () => null,
-              lockOperationFirst: true,
-            },
-            (tx) =>
-              transitions.operation(tx, {
-                operation: {
-                  id: held.id,
-                  status: OperationStatus.MANUAL_REVIEW,
-                  attempt: 0,
-                  verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-                },
-                to: OperationStatus.SENT,
-                actor: 'human',
-                bumpAttempt: true,
-                sendGuard: guard,
-              }),
-          ),
+        () => release(held.id, guard),
       );
       // The cancel could not end the execution during the wait (the release holds its rows): it waited, and ended it
       // after the send — which it leaves to be reconciled (I11).

@@ -78,11 +78,23 @@ export type SendRefusal =
   | 'status_moved';
 
 /**
+ * One named condition of the guard (a `SendRefusal` when it does not hold). `evaluation`: `may-wait`, it share-locks
+ * rows a writer may hold, so judging it can wait for that writer's commit; `reads-clock`, it reads the database's clock
+ * (a deadline, an approval's expiry) and is judged only after every condition that may wait (`sendGuardSql`).
+ */
+export interface SendCondition {
+  name: SendRefusal;
+  sql: string;
+  evaluation?: 'may-wait' | 'reads-clock';
+}
+
+/**
  * Every depends_on key: its latest generation in the same execution has reached what dependants need (a VERIFIED whose
  * send the provider's late rejection contradicted has not: status model `dependencySatisfied`).
  */
-const DEPENDENCIES_DONE: { name: SendRefusal; sql: string } = {
+const DEPENDENCIES_DONE: SendCondition = {
   name: 'dependency_not_done',
+  evaluation: 'may-wait',
   sql: `NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
@@ -124,10 +136,11 @@ export function preparedFromStaleRead(refusals: readonly SendRefusal[] | undefin
  * Required (by the agent or the tenant's policy, `required`; undefined: only the agent's flag): granted and not
  * expired. Any recorded request or denial blocks even where no longer required: a decision is owed first.
  */
-function approvalGranted(required: boolean | undefined, params: unknown[]): { name: SendRefusal; sql: string } {
+function approvalGranted(required: boolean | undefined, params: unknown[]): SendCondition {
   params.push(required ?? false);
   return {
     name: 'approval_not_granted',
+    evaluation: 'reads-clock',
     sql: `CASE WHEN op.approval->>'state' IS NULL THEN NOT ($${params.length}::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
@@ -142,8 +155,9 @@ function approvalGranted(required: boolean | undefined, params: unknown[]): { na
  * later waits for the send to commit — the grant was used while its key stood. A grant that names no key (none is
  * written so) is judged by the other conditions alone.
  */
-const APPROVAL_KEY_STANDS: { name: SendRefusal; sql: string } = {
+const APPROVAL_KEY_STANDS: SendCondition = {
   name: 'approval_key_revoked',
+  evaluation: 'may-wait',
   sql: `op.approval->>'state' IS DISTINCT FROM 'granted' OR op.approval->>'decided_by' IS NULL
         OR EXISTS (SELECT 1 FROM api_keys gk WHERE gk.id = op.approval->>'decided_by' AND gk.tenant_id = op.tenant_id
                    AND gk.revoked_at IS NULL FOR SHARE)`,
@@ -153,8 +167,9 @@ const APPROVAL_KEY_STANDS: { name: SendRefusal; sql: string } = {
  * A reviewer's release is carried out only while the key that recorded it (`resolution.by`) stands, as a grant is: a
  * release by a key revoked before the send is withdrawn, for a reviewer to decide again. Share-locked the same way.
  */
-const RELEASE_KEY_STANDS: { name: SendRefusal; sql: string } = {
+const RELEASE_KEY_STANDS: SendCondition = {
   name: 'release_key_revoked',
+  evaluation: 'may-wait',
   sql: `op.obligation->'resolution'->>'by' IS NULL
         OR EXISTS (SELECT 1 FROM api_keys rk WHERE rk.id = op.obligation->'resolution'->>'by'
                    AND rk.tenant_id = op.tenant_id AND rk.revoked_at IS NULL FOR SHARE)`,
@@ -170,7 +185,7 @@ const RELEASE_KEY_STANDS: { name: SendRefusal; sql: string } = {
  * reference the second sees the first's SENT. One probe of the partial index operations_unsettled_resend_ref, made
  * only for an operation that names a reference.
  */
-const RESEND_SETTLED: { name: SendRefusal; sql: string } = {
+const RESEND_SETTLED: SendCondition = {
   name: 'reference_unsettled',
   sql: `op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
@@ -182,15 +197,13 @@ const RESEND_SETTLED: { name: SendRefusal; sql: string } = {
  * not checked): an approval already recorded, or asked for by the agent, stands either way; otherwise the send is judged
  * again from the new policy.
  */
-function approvalPolicyUnchanged(
-  policy: string | null | undefined,
-  params: unknown[],
-): { name: SendRefusal; sql: string }[] {
+function approvalPolicyUnchanged(policy: string | null | undefined, params: unknown[]): SendCondition[] {
   if (policy === undefined) return [];
   params.push(policy);
   return [
     {
       name: 'approval_policy_changed',
+      evaluation: 'may-wait',
       sql: `op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT ${approvalPolicyOf('gt')} FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
                IS NOT DISTINCT FROM $${params.length}::text`,
@@ -206,8 +219,9 @@ function approvalPolicyUnchanged(
  * operation up its chain of retries (a retry of a retry is made on the same word) is such a FAILED. One probe of the
  * primary key per link, made only for a retry.
  */
-const RETRY_NOT_REFUTED: { name: SendRefusal; sql: string } = {
+const RETRY_NOT_REFUTED: SendCondition = {
   name: 'retry_refuted',
+  evaluation: 'may-wait',
   sql: `op.retry_of IS NULL OR NOT ${refutedUpTheChainLocked('op.retry_of', 'op.tenant_id')}`,
 };
 
@@ -225,10 +239,10 @@ export function executionCarriesOutRelease(executionId: string): string {
 
 /**
  * The guard as named SQL conditions on the operation row aliased `op`; `params` receives their parameters. One
- * definition serves the SENT statement (all of them, ANDed) and the diagnosis of a refusal (each one by name).
+ * definition serves the SENT statement (all of them, `sendGuardSql`) and the diagnosis of a refusal (each one by name).
  */
-export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name: SendRefusal; sql: string }[] {
-  const settings: { name: SendRefusal; sql: string }[] = [];
+export function sendGuardConditions(guard: SendGuard, params: unknown[]): SendCondition[] {
+  const settings: SendCondition[] = [];
   if (guard.settingsVersion !== undefined) {
     params.push(guard.settingsVersion);
     settings.push({
@@ -236,6 +250,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       // The version is read after the connector's spending-caps lock (shared) and by a query of its own, not from this
       // statement's snapshot: a change being written holds that lock, so this send waits for it and then sees it.
       name: 'settings_changed',
+      evaluation: 'may-wait',
       sql: `verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $${params.length}::text`,
     });
   }
@@ -243,7 +258,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     return [
       { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
       RELEASE_KEY_STANDS,
-      { name: 'execution_ended', sql: executionCarriesOutRelease('op.execution_id') },
+      { name: 'execution_ended', evaluation: 'reads-clock', sql: executionCarriesOutRelease('op.execution_id') },
       DEPENDENCIES_DONE,
       approvalGranted(guard.approvalRequired, params),
       APPROVAL_KEY_STANDS,
@@ -267,6 +282,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
       // by its own clock before the context reads, and a worker paused or behind since must not send what the sweeper
       // is about to expire.
       name: 'execution_ended',
+      evaluation: 'reads-clock',
       sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())`,
     },
     // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
@@ -279,6 +295,24 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): { name
     ...approvalPolicy,
     ...settings,
   ];
+}
+
+/**
+ * The conditions as one SQL boolean ANDed into the statement that commits SENT (or the move that refuses a send). Postgres
+ * evaluates ANDed conditions in whatever order its planner puts them (by estimated cost), so a condition that reads the
+ * clock could be judged before one that waits for a row lock: a send that waited for a writer past its execution's
+ * deadline, or its grant's expiry, would commit SENT after it. A CASE evaluates its WHEN before its THEN, and only when
+ * reached (clock_timestamp() is volatile, so nothing of it is folded at planning): the conditions that wait are judged
+ * first, then the clock is read — after every wait, by the database's clock. The other conditions neither wait nor read
+ * the clock, and stay ANDed around it where the planner likes them (its pulled-up join of the execution's status).
+ */
+export function sendGuardSql(conditions: readonly SendCondition[]): string {
+  const and = (sqls: readonly string[]) => sqls.map((sql) => `(${sql})`).join(' AND ');
+  const sqlOf = (evaluation: SendCondition['evaluation']) =>
+    conditions.filter((c) => c.evaluation === evaluation).map((c) => c.sql);
+  const [rest, waits, clock] = [sqlOf(undefined), sqlOf('may-wait'), sqlOf('reads-clock')];
+  if (clock.length === 0) return and([...rest, ...waits]);
+  return and([...rest, `CASE WHEN ${waits.length === 0 ? 'true' : and(waits)} THEN ${and(clock)} ELSE false END`]);
 }
 
 /**

@@ -18,7 +18,7 @@ import { trace } from '@opentelemetry/api';
 import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
 import { afterCommit, eventsWritten } from './event-signal';
 import { operationVersionOf } from './operation-version';
-import { SendGuard, executionCarriesOutRelease, sendGuardConditions } from './send-guard';
+import { SendGuard, executionCarriesOutRelease, sendGuardConditions, sendGuardSql } from './send-guard';
 import { Queryable, isoInstant, rows, sqlLiterals, withinTransaction } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
@@ -590,11 +590,7 @@ export class TransitionService {
     assertExecutionFirst(input);
     const sendGuard = input.sendGuard ?? input.refusedSendGuard;
     const guard =
-      (sendGuard
-        ? sendGuardConditions(sendGuard, params)
-            .map((c) => ` AND (${c.sql})`)
-            .join('')
-        : '') +
+      (sendGuard ? ` AND ${sendGuardSql(sendGuardConditions(sendGuard, params))}` : '') +
       (requiresUnacknowledged(to, reason) ? ' AND acknowledged_at IS NULL' : '') +
       (input.readBackUnbound ? ` AND ${DECLARED_READ_BACKS_COUNT}` : '') +
       (input.executionEnded ? ` AND ${EXECUTION_ENDED_UNRELEASABLE}` : '') +
