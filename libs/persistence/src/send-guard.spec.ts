@@ -17,7 +17,7 @@ import { withSessions } from '../../../test/support/sessions';
 import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { EventEntity, OperationEntity } from './entities';
-import { SendGuard, sendRefusals } from './send-guard';
+import { SendGuard, sendGuardConditions, sendRefusals } from './send-guard';
 import { SecretsCipher } from './secrets-cipher';
 import { NewOperation, findOperationToSend, lockExecutionForWorker, snapshotOf } from './store';
 import { backfillSpend, commitWithinSpendingCaps, lockSpendingCaps, spendingUsage } from './entities';
@@ -1126,4 +1126,36 @@ describe('the guarded SENT statement (real Postgres)', () => {
     ).rejects.toThrow(/send guard/);
     await unchanged(charge.id);
   });
+});
+
+describe('the order of the guard’s conditions (sendGuardSql)', () => {
+  // Every guard the sender builds, with every optional check on: a condition that locks a row or reads the clock
+  // must say so, or `sendGuardSql` leaves it to the planner's order and a send that waited could judge a deadline
+  // from before its wait (decisions: "the send guard reads the clock after every condition that may wait").
+  const guards: SendGuard[] = [
+    {
+      kind: 'dispatch',
+      approvalRequired: true,
+      approvalPolicy: '{}',
+      executionFrom: ExecutionStatus.PLANNING,
+      settingsVersion: 'v1',
+    },
+    { kind: 'release', approvalRequired: true, approvalPolicy: '{}', settingsVersion: 'v1' },
+  ];
+  const locks = /\bFOR (SHARE|UPDATE|NO KEY UPDATE|KEY SHARE)\b|_locked\(/i;
+  const clock = /clock_timestamp\(\)|\bnow\(\)|current_timestamp|localtimestamp/i;
+
+  it.each(guards.map((g) => [g.kind, g] as const))(
+    '%s: each condition that locks a row may wait; each that reads the clock says so',
+    (_, guard) => {
+      const conditions = sendGuardConditions(guard, []);
+      expect(conditions.length).toBeGreaterThan(5);
+      for (const c of conditions) {
+        if (locks.test(c.sql))
+          expect({ name: c.name, evaluation: c.evaluation }).toEqual({ name: c.name, evaluation: 'may-wait' });
+        if (clock.test(c.sql))
+          expect({ name: c.name, evaluation: c.evaluation }).toEqual({ name: c.name, evaluation: 'reads-clock' });
+      }
+    },
+  );
 });
