@@ -232,4 +232,35 @@ describe('If-None-Match on writes', () => {
     );
     expect(await count('executions')).toBe(executions);
   });
+
+  it('* on a write naming an id that does not exist is 404, not 412: with no current representation `*` holds', async () => {
+    const allowed = await call('PUT', '/v1/admin/connector-settings/http', {
+      allow_hosts: [{ host: '127.0.0.1', ports: [9], allow_private: true }],
+    });
+    expect(allowed.status).toBe(200);
+    const hook = await call<{ id: string }>('POST', '/v1/admin/webhooks', {
+      url: 'http://127.0.0.1:9/inm-missing',
+      events: ['execution.finished'],
+    });
+    expect(hook.status).toBe(201);
+    const any = { 'if-none-match': '*' };
+    const writes: [string, string, string, unknown][] = [
+      [DEMO.agent, 'POST', '/v1/executions/exe_nosuchexecution/cancel', undefined],
+      [DEMO.agent, 'POST', '/v1/operations/op_nosuchoperation/retry', undefined],
+      [DEMO.reviewer, 'POST', '/v1/operations/op_nosuchoperation/approval', { decision: 'deny' }],
+      [DEMO.reviewer, 'POST', '/v1/operations/op_nosuchoperation/recheck', undefined],
+      [DEMO.admin, 'POST', '/v1/admin/webhooks/whk_nosuchendpoint/enable', undefined],
+      [DEMO.admin, 'DELETE', '/v1/admin/webhooks/whk_nosuchendpoint', undefined],
+      [DEMO.admin, 'POST', '/v1/admin/webhooks/whk_nosuchendpoint/deliveries/msg_nosuchdelivery/redeliver', undefined],
+      [DEMO.admin, 'POST', `/v1/admin/webhooks/${hook.body.id}/deliveries/msg_nosuchdelivery/redeliver`, undefined],
+    ];
+    const answers = [];
+    for (const [key, method, path, body] of writes) {
+      const res = await as<Problem>(key, method, path, body, any);
+      answers.push([method, path, res.status, res.body.type]);
+    }
+    expect(answers).toEqual(
+      writes.map(([, method, path]) => [method, path, 404, 'https://verity.dev/problems/not-found']),
+    );
+  });
 });

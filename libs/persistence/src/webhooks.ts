@@ -520,6 +520,23 @@ export async function redeliverWebhook(
 }
 
 /**
+ * Whether the tenant has the endpoint and a delivery of that id under it: what a redelivery acts on (read with the
+ * query its refusal is explained by; `by`, the key that asks, is read there too and not used here).
+ */
+export async function webhookDeliveryExists(
+  db: Queryable,
+  input: { tenantId: string; endpointId: string; deliveryId: string; by: string },
+): Promise<boolean> {
+  const [found] = await rows<{ status: string | null }>(db, WEBHOOKS_SQL.redeliveryRefusal, [
+    input.deliveryId,
+    input.endpointId,
+    input.tenantId,
+    input.by,
+  ]);
+  return found !== undefined && found.status !== null;
+}
+
+/**
  * Deletes up to `limit` settled deliveries (delivered, failed, skipped) whose last change (an attempt, a redelivery) is
  * older than `retentionMs`; how many. A pending one is never deleted, so nothing owed is lost, and one redelivered
  * meanwhile is kept (checked on the row the statement deletes).

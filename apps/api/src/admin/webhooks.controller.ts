@@ -2,7 +2,10 @@ import { Delete, Get, HttpCode, Param, Post, Query, Req, Res } from '@nestjs/com
 import { ApiHeader } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
+import { findWebhookEndpoint, webhookDeliveryExists } from '@verity/persistence';
+import type { DataSource } from 'typeorm';
 import { CurrentPrincipal, Principal } from '../auth/principal';
+import { ActsOn } from '../http/if-match';
 import { JsonBody, idempotencyKeyOf, parseQuery } from '../http/parse';
 import { ApiEndpoint, ApiPageQuery } from '../openapi';
 import { AdminController } from './admin-controller';
@@ -23,6 +26,11 @@ const ID = { name: 'id', description: 'webhook endpoint id (whk_…)' };
  * The tenant's webhook endpoints (admin role). Deliveries are signed per Standard Webhooks with the endpoint's secret,
  * which is shown once, when the endpoint is created.
  */
+/** The endpoint a write's path names (`:id`) is the tenant's (ActsOn). */
+async function endpointExists(db: DataSource, principal: Principal, params: Record<string, string>) {
+  return (await findWebhookEndpoint(db.manager, principal.tenantId, params.id)) !== null;
+}
+
 @AdminController('webhooks')
 export class WebhooksController {
   constructor(
@@ -116,6 +124,7 @@ export class WebhooksController {
     params: [ID],
     response: { status: 204, description: 'Deleted' },
   })
+  @ActsOn(endpointExists)
   async remove(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     await this.webhooks.remove(principal, id);
   }
@@ -129,6 +138,7 @@ export class WebhooksController {
     params: [ID],
     response: { schema: WebhookView },
   })
+  @ActsOn(endpointExists)
   enable(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
     return this.webhooks.enable(principal, id);
   }
@@ -158,6 +168,14 @@ export class WebhooksController {
     response: { status: 202, schema: DeliveryView },
     problems: ['endpoint-disabled', 'delivery-pending'],
   })
+  @ActsOn((db, principal, params) =>
+    webhookDeliveryExists(db.manager, {
+      tenantId: principal.tenantId,
+      endpointId: params.id,
+      deliveryId: params.delivery_id,
+      by: principal.keyId,
+    }),
+  )
   redeliver(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,

@@ -3,7 +3,9 @@ import { ApiBearerAuth, ApiHeader, ApiProduces, ApiQuery, ApiTags } from '@nestj
 import { EXECUTION_STATUSES, ExecutionStatus } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
+import { findExecution } from '@verity/persistence';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { ActsOn } from '../http/if-match';
 import {
   cursorPageQuery,
   hasBody,
@@ -160,6 +162,7 @@ export class ExecutionsController {
     response: { description: 'The execution, cancelled', schema: 'Execution' },
     problems: ['validation-error', 'execution-terminal', 'already-decided'],
   })
+  @ActsOn(async (db, principal, { id }) => (await findExecution(db.manager, id, principal.tenantId)) !== null)
   cancel(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,

@@ -1,7 +1,10 @@
 import { CanActivate, ExecutionContext, Injectable, SetMetadata, applyDecorators } from '@nestjs/common';
 import { ApiHeader } from '@nestjs/swagger';
+import { InjectDataSource } from '@nestjs/typeorm';
 import type { Request, Response } from 'express';
 import type { VersionCondition } from '@verity/persistence';
+import type { DataSource } from 'typeorm';
+import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 
 /** An entity tag (RFC 9110 §8.8.3): strong, or weak with `W/`. */
@@ -26,6 +29,17 @@ export const IF_MATCH_HEADER = {
 };
 
 const TAKES_IF_MATCH = 'verity:takes-if-match';
+const ACTS_ON = 'verity:acts-on';
+
+/** Whether the resource a write's path names exists for the caller's tenant (ActsOn). */
+export type ResourceLookup = (db: DataSource, principal: Principal, params: Record<string, string>) => Promise<boolean>;
+
+/**
+ * A write of one resource its path names (an execution's cancel, an operation's retry, a webhook endpoint's): how
+ * RefuseUnmatchableIfMatch finds whether it exists, which decides `If-None-Match: *`. A write without it acts on what
+ * always exists (its collection, for a create).
+ */
+export const ActsOn = (exists: ResourceLookup) => SetMetadata(ACTS_ON, exists);
 
 /**
  * A write that compares `If-Match` and `If-None-Match` with its resource's version (`ifMatchOf`, `ifNoneMatchOf`):
@@ -42,22 +56,33 @@ export const TakesIfMatch = () => applyDecorators(ApiHeader(IF_MATCH_HEADER), Se
  * resource exists) asks nothing and passes, a header that is no entity tag is 400 as everywhere.
  *
  * RFC 9110 §13.1.2 likewise for If-None-Match on those writes: `*` holds only where there is no current
- * representation, and each acts on one that exists (its collection, for a create): 412, nothing written. A list of
+ * representation: 412, nothing written, where the write acts on one that exists (its collection, for a create; the
+ * resource its path names, looked up by its `ActsOn`). Where that resource does not exist, `*` holds and the request
+ * goes on to its 404 (until 2026-12-07 it was 412, telling a client that a resource existed which did not). A list of
  * tags holds (none can be the version of what has none) and passes; a header that is no entity tag is 400. Until
  * 2026-12-06 the header was not read on these writes (nor on an operation's decisions): a cancel or a submission sent
  * with `If-None-Match: *` was carried out.
  */
 @Injectable()
 export class RefuseUnmatchableIfMatch implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    const req = context.switchToHttp().getRequest<Request>();
+  constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const req = context.switchToHttp().getRequest<Request & { principal?: Principal }>();
     const conditional = req.headers['if-match'] !== undefined || req.headers['if-none-match'] !== undefined;
     if (!conditional || ['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return true;
     if (!/^\/v1(\/|$)/.test(req.path)) return true;
     if (Reflect.getMetadata(TAKES_IF_MATCH, context.getHandler()) === true) return true;
     if (ifMatchOf(req) !== undefined) throw unmatchableIfMatch(req.method, req.path);
-    if (ifNoneMatchOf(req) === '*') throw existingForIfNoneMatch(req.method, req.path);
-    return true;
+    if (ifNoneMatchOf(req) !== '*') return true;
+    // `*` on a resource that does not exist holds (it has no current representation): the handler answers its 404.
+    // Read before the write, not in it: no write creates a resource under an id its client names, so one found missing
+    // here is missing for the handler too, and one found here existed when the request was judged.
+    const exists = Reflect.getMetadata(ACTS_ON, context.getHandler()) as ResourceLookup | undefined;
+    if (exists && req.principal && !(await exists(this.db, req.principal, req.params as Record<string, string>))) {
+      return true;
+    }
+    throw existingForIfNoneMatch(req.method, req.path);
   }
 }
 

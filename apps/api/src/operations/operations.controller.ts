@@ -3,7 +3,16 @@ import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 import { CurrentPrincipal, Principal, ReviewerDecision, Roles } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, answerVersioned, ifMatchOf, ifNoneMatchOf, setETag } from '../http/if-match';
+import { findOperation } from '@verity/persistence';
+import {
+  ActsOn,
+  TakesIfMatch,
+  VERSION_ETAG,
+  answerVersioned,
+  ifMatchOf,
+  ifNoneMatchOf,
+  setETag,
+} from '../http/if-match';
 import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -185,6 +194,7 @@ export class OperationsController {
     },
     problems: ['validation-error', 'retry-not-allowed', 'already-retried', 'effect-exists', 'reference-unsettled'],
   })
+  @ActsOn(async (db, principal, { id }) => (await findOperation(db.manager, id, principal.tenantId)) !== null)
   async retry(
     @CurrentPrincipal() principal: Principal,
     @Param('id') id: string,
