@@ -461,6 +461,25 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(after.headers.get('etag')).toBe(settings.headers.get('etag'));
   });
 
+  it('refuses a Content-Range PUT before the key is checked, as a body that is no JSON; without either it is 401', async () => {
+    // Input no route may receive is refused by the request-wide checks in front of every route, before the key is
+    // looked up (no database read, no failed-authentication count): the same answer for every caller, saying nothing
+    // of any tenant. A partial PUT is one of them, as a body the JSON parser refuses is.
+    const policy = await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin });
+    const part = await http<Problem>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      body: { obligation_owner: 'first-part' },
+      headers: { 'content-range': 'bytes 0-29/120' },
+    });
+    const notJson = await http<Problem>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      rawBody: '{"obligation_owner":',
+      headers: { 'content-type': 'application/json' },
+    });
+    const whole = await http<Problem>(stack.apiUrl, 'PUT', '/v1/admin/policy', { body: { obligation_owner: 'x' } });
+    expect([part.status, notJson.status, whole.status]).toEqual([400, 400, 401]);
+    expect(part.body.detail).toMatch(/Content-Range/);
+    expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin })).body).toEqual(policy.body);
+  });
+
   it('takes a body whose Content-Encoding is empty as sent without one, as the JSON parser does', async () => {
     // Content-Encoding is a list (RFC 9110 8.4, 5.6.1): an empty one names no coding, and the JSON parser reads the
     // body as it is. Only a coding besides gzip, deflate and br is refused: an empty value is none of them.
