@@ -1,5 +1,5 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey, operationVersionOf } from '@verity/persistence';
 import { QueueName, type JobProducer } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { HttpResult, charge, http, sms, unique } from '../support/http';
@@ -173,6 +173,48 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
     expect(await decisionsOf(executionId, opId)).toEqual(before);
   });
 
+  it('If-None-Match naming the version the operation reaches while the decision waits for its row: 412, nothing written', async () => {
+    // Two callers at once: a writer moves the operation to a version, and a reviewer's resolution says "not at that
+    // version". The early check read the version before (the writer had not committed); the statement that writes
+    // compares the row it locks, after the writer's commit.
+    const { executionId, opId } = await heldBeforeSending();
+    const before = await decisionsOf(executionId, opId);
+    const writer = stack.db.dataSource.createQueryRunner();
+    await writer.connect();
+    let answer: HttpResult<Stale>;
+    let reached: string;
+    try {
+      await writer.startTransaction();
+      await writer.query(
+        `UPDATE operations SET evidence = coalesce(evidence, '{}'::jsonb) || '{"note": "written meanwhile"}' WHERE id = $1`,
+        [opId],
+      );
+      [{ version: reached }] = (await writer.query(
+        `SELECT ${operationVersionOf('t')} AS version FROM operations t WHERE t.id = $1`,
+        [opId],
+      )) as { version: string }[];
+      let answered = false;
+      const deciding = http<Stale>(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
+        key: DEMO.reviewer,
+        body: { status: 'CANCELLED', evidence: 'never send it' },
+        headers: { 'if-none-match': `"${reached}"` },
+      }).finally(() => (answered = true));
+      await waitForLockWaiter(stack.db.dataSource, {
+        statementLike: '%UPDATE operations SET%FROM api_keys k%',
+        unless: () => answered,
+      });
+      await writer.commitTransaction();
+      answer = await deciding;
+    } finally {
+      if (writer.isTransactionActive) await writer.rollbackTransaction();
+      await writer.release();
+    }
+    expect([answer.status, answer.body.type]).toEqual([412, 'https://verity.dev/problems/precondition-failed']);
+    const now = await read(opId);
+    expect(now).toMatchObject({ status: 'MANUAL_REVIEW', etag: `"${reached}"` });
+    expect(await decisionsOf(executionId, opId)).toEqual(before);
+  });
+
   it.each(MOVES_OF_A_HELD_CHARGE)(
     'a FAILED whose operation moved by %s while its statement waited for the row: 412 as when it came first',
     async (_change, set) => {
@@ -226,7 +268,7 @@ describe('api: a decision from a stale page (ETag, If-Match)', () => {
           // for); the statement that share-locks the operation at that version waits for the writer's row lock. Told
           // by its head: pg_stat_activity keeps only its first kilobyte, which its closing FOR SHARE is past.
           await waitForLockWaiter(stack.db.dataSource, {
-            statementLike: 'SELECT t.id FROM operations t%WHERE t.id = $1 AND t.tenant_id = $2 AND md5(%',
+            statementLike: 'SELECT t.id FROM operations t%WHERE t.id = $1 AND t.tenant_id = $2%md5(%',
             unless: () => answered,
           });
           await writer.commitTransaction();

@@ -66,7 +66,8 @@ SELECT {columns:Operation t}, md5(jsonb_build_array(t.status, t.terminal_reason,
 
 -- lockOperationAtVersion
 SELECT t.id FROM operations t
-     WHERE t.id = $1 AND t.tenant_id = $2 AND md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
+     WHERE t.id = $1 AND t.tenant_id = $2
+       AND ($3::text[] IS NULL OR md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
        t.obligation - 'rechecks' - 'escalated_at', t.evidence,
        t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text
        || CASE WHEN EXISTS (SELECT 1 FROM verity_retry_chain_locked(t.retry_of, t.tenant_id) chain WHERE chain.status = 'FAILED'
@@ -74,7 +75,16 @@ SELECT t.id FROM operations t
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
        || CASE WHEN coalesce(t.approval, 'null'::jsonb) = 'null'::jsonb AND NOT t.requires_approval
           AND (t.status = 'PREPARED'
-               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id FOR SHARE), '') ELSE '' END) = ANY($3::text[]) FOR SHARE;
+               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id FOR SHARE), '') ELSE '' END) = ANY($3::text[]))
+       AND ($4::text[] IS NULL OR NOT md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
+       t.obligation - 'rechecks' - 'escalated_at', t.evidence,
+       t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text
+       || CASE WHEN EXISTS (SELECT 1 FROM verity_retry_chain_locked(t.retry_of, t.tenant_id) chain WHERE chain.status = 'FAILED'
+            AND (chain.acknowledged_at IS NOT NULL
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
+       || CASE WHEN coalesce(t.approval, 'null'::jsonb) = 'null'::jsonb AND NOT t.requires_approval
+          AND (t.status = 'PREPARED'
+               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id FOR SHARE), '') ELSE '' END) = ANY($4::text[])) FOR SHARE;
 
 -- operationVersionsBeforeInvestigations
 SELECT g.i AS investigation,

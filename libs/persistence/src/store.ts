@@ -537,9 +537,12 @@ export const READ_SQL = {
   // The row and its version (operationVersionOf) from one read: the ETag answered names exactly what is shown.
   operationWithVersionById: `SELECT {columns:Operation t}, ${operationVersionOf('t')} AS version
      FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
-  // Share-locked while still at one of the versions $3 (until the transaction ends): no change of it commits meanwhile.
+  // Share-locked while still at one of the versions $3 (any, given null) and at none of $4 (until the transaction
+  // ends): no change of it commits meanwhile.
   lockOperationAtVersion: `SELECT t.id FROM operations t
-     WHERE t.id = $1 AND t.tenant_id = $2 AND ${operationVersionOf('t', undefined, 'locked')} = ANY($3::text[]) FOR SHARE`,
+     WHERE t.id = $1 AND t.tenant_id = $2
+       AND ($3::text[] IS NULL OR ${operationVersionOf('t', undefined, 'locked')} = ANY($3::text[]))
+       AND ($4::text[] IS NULL OR NOT ${operationVersionOf('t', undefined, 'locked')} = ANY($4::text[])) FOR SHARE`,
   // The version the operation had just before each "still unknown" recorded on its hold (`investigation`: its index),
   // other things being as they are now: a "still unknown" changes only the obligation's due time (it keeps the one
   // before as `previous_due_at`), its investigations and what the version leaves out. Before the first one the list
@@ -848,17 +851,23 @@ export async function findOperationWithVersion(
 }
 
 /**
- * Whether the operation is still at one of `versions`, share-locked if so until the transaction ends: what the
- * transaction does next (a re-check asked for) is done only for the version the request named, and no change of the
- * operation commits before it is done.
+ * Whether the operation is still at one of `versions` (If-Match; undefined: any) and at none of `notVersions`
+ * (If-None-Match), share-locked if so until the transaction ends: what the transaction does next (a re-check asked for)
+ * is done only for a version the request allows, and no change of the operation commits before it is done.
  */
 export async function lockOperationAtVersion(
   tx: Queryable,
   tenantId: string,
   id: string,
-  versions: readonly string[],
+  versions: readonly string[] | undefined,
+  notVersions?: readonly string[],
 ): Promise<boolean> {
-  const found = await rows<{ id: string }>(tx, READ_SQL.lockOperationAtVersion, [id, tenantId, versions]);
+  const found = await rows<{ id: string }>(tx, READ_SQL.lockOperationAtVersion, [
+    id,
+    tenantId,
+    versions ?? null,
+    notVersions ?? null,
+  ]);
   return found.length > 0;
 }
 

@@ -9,6 +9,7 @@ import { FindOptionsWhere } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
 import { findOperationWithVersion, lockOperationAtVersion } from './store';
+import { operationVersionOf } from './operation-version';
 import { DecisionInput, OperationSnapshot, TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
@@ -868,6 +869,41 @@ describe('TransitionService (real Postgres)', () => {
     expect((await decideOn([shown, current])).won).toBe(true);
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
     expect(await versionNow()).not.toBe(current);
+  });
+
+  it('decide: a decision with versions it may not be made on (If-None-Match) is refused at one, also one reached while it waited', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const versionNow = async () =>
+      (await findOperationWithVersion(db.dataSource.manager, operationId, 'acme'))!.version;
+    const first = await versionNow();
+    const decideUnless = (versions: string[]) => decideApproval(operationId, 'deny', { whileVersionNotIn: versions });
+    expect((await decideUnless([first])).won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
+    // The operation reaches the version named while the decision waits for its row (held, as another writer holds it):
+    // a read before the statement saw another version; the statement judges the row it locks.
+    await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+      await holder.startTransaction();
+      await holder.query(`UPDATE operations SET approval = '{"state": "requested"}' WHERE id = $1`, [operationId]);
+      const [{ version: reached }] = (await holder.query(
+        `SELECT ${operationVersionOf('t')} AS version FROM operations t WHERE t.id = $1`,
+        [operationId],
+      )) as { version: string }[];
+      expect(reached).not.toBe(first);
+      expect(await versionNow()).toBe(first);
+      let answered = false;
+      const deciding = decideUnless([reached]).finally(() => (answered = true));
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      await holder.commitTransaction();
+      expect((await deciding).won).toBe(false);
+      expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
+      // A re-check asked for on the same condition is not locked at that version either; at another one it is.
+      expect(await lockOperationAtVersion(db.dataSource.manager, 'acme', operationId, undefined, [reached])).toBe(
+        false,
+      );
+      expect(await lockOperationAtVersion(db.dataSource.manager, 'acme', operationId, undefined, [first])).toBe(true);
+    });
+    expect((await decideUnless([first])).won).toBe(true);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
   });
 
   it('decide: a decision naming a version is not written once the tenant’s approval policy changed what it does', async () => {

@@ -281,6 +281,12 @@ export interface DecisionInput {
    * operation, an approval asked for again. Compared on the row the statement locks.
    */
   whileVersionIn?: readonly string[];
+  /**
+   * Written only while the operation is at none of these versions (an If-None-Match naming entity tags), compared on
+   * the row the statement locks as `whileVersionIn` is: a version the operation came back to after the caller's read (a
+   * rule of the tenant's approval policy removed and added again) refuses the decision.
+   */
+  whileVersionNotIn?: readonly string[];
   move?: { to: OperationStatus; reason?: TerminalReason | null; eventData?: Record<string, unknown> };
   /**
    * The approval this decision merges is stamped by the database's clock — the one the send guard compares a grant's
@@ -747,7 +753,7 @@ export class TransitionService {
    * change with its own event, consecutive in `seq`. The loser of any race writes nothing and learns it lost.
    */
   async decide(db: Queryable, input: DecisionInput): Promise<TransitionResult> {
-    if (input.whileVersionIn === undefined) return this.decideNow(db, input);
+    if (input.whileVersionIn === undefined && input.whileVersionNotIn === undefined) return this.decideNow(db, input);
     // A decision on a version: that version covers the tenant's approval rules (operationVersionOf), so the tenant's row
     // is share-locked by a statement of its own before the decision's, in one transaction. Share-locked inside the
     // decision's statement, a policy write holding the row made it wait with the snapshot it had taken before, and a
@@ -804,6 +810,10 @@ export class TransitionService {
     if (input.whileVersionIn !== undefined) {
       params.push(input.whileVersionIn);
       unchanged += ` AND ${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`;
+    }
+    if (input.whileVersionNotIn !== undefined) {
+      params.push(input.whileVersionNotIn);
+      unchanged += ` AND NOT ${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`;
     }
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);

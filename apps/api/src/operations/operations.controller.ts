@@ -93,8 +93,11 @@ export class OperationsController {
     @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
     const ifMatch = ifMatchOf(req);
-    await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
-    return shown(res, this.operations.decide(principal, id, input.decision, input.reason, input.requested_at, ifMatch));
+    const ifNoneMatch = await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
+    return shown(
+      res,
+      this.operations.decide(principal, id, input.decision, input.reason, input.requested_at, ifMatch, ifNoneMatch),
+    );
   }
 
   @Post(':id/resolve')
@@ -128,11 +131,14 @@ export class OperationsController {
     @JsonBody(ResolveBody) input: z.infer<typeof ResolveBody>,
   ) {
     const ifMatch = ifMatchOf(req);
-    await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
+    const ifNoneMatch = await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
     if (input.status === OperationStatus.MANUAL_REVIEW) {
-      return shown(res, this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds, ifMatch));
+      return shown(
+        res,
+        this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds, ifMatch, ifNoneMatch),
+      );
     }
-    return shown(res, this.operations.resolve(principal, id, input.status, input.evidence, ifMatch));
+    return shown(res, this.operations.resolve(principal, id, input.status, input.evidence, ifMatch, ifNoneMatch));
   }
 
   @Post(':id/recheck')
@@ -167,8 +173,8 @@ export class OperationsController {
   ) {
     refuseBody(req, body, 'recheck');
     const ifMatch = ifMatchOf(req);
-    await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
-    return shown(res, this.operations.recheck(principal, id, ifMatch));
+    const ifNoneMatch = await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
+    return shown(res, this.operations.recheck(principal, id, ifMatch, ifNoneMatch));
   }
 
   @Post(':id/retry')

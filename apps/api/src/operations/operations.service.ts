@@ -129,14 +129,21 @@ export class OperationsService {
   /**
    * If-None-Match on a decision or a re-check (RFC 9110 §13.1.2): 412 when the operation is at a version it names (`*`
    * names any: the operation exists), before anything is judged or written; 404 as always for an operation this
-   * tenant does not have. Compared with the version read now, not in the statement that writes: `*` cannot change.
+   * tenant does not have. `*` is settled here (an operation is never deleted); the versions named are returned, and the
+   * statement that writes compares them again with the row it locks (`whileVersionNotIn`, lockOperationAtVersion): the
+   * operation can come back to a version named after this read (a rule of the approval policy removed and added again).
    */
-  async refuseNoneMatch(principal: Principal, id: string, ifNoneMatch: readonly string[] | '*' | undefined) {
-    if (ifNoneMatch === undefined) return;
+  async refuseNoneMatch(
+    principal: Principal,
+    id: string,
+    ifNoneMatch: readonly string[] | '*' | undefined,
+  ): Promise<readonly string[] | undefined> {
+    if (ifNoneMatch === undefined) return undefined;
     const { version } = await this.loadAt(principal, id);
     if (ifNoneMatch === '*' || ifNoneMatch.includes(version)) {
       throw versionConditionFailed('the operation', { ifNoneMatch });
     }
+    return ifNoneMatch;
   }
 
   /**
@@ -183,6 +190,7 @@ export class OperationsService {
     reason: string | undefined,
     requestedAt?: string,
     ifMatch?: readonly string[],
+    ifNoneMatch?: readonly string[],
   ) {
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [['reason', reason]]);
     // The request the reviewer was shown, as the API shows one (toISOString): compared in the statement that writes.
@@ -225,6 +233,7 @@ export class OperationsService {
       whileBeforeDeadline: decision === 'approve',
       whileRequestedAt: shown,
       whileVersionIn: ifMatch,
+      whileVersionNotIn: ifNoneMatch,
       move:
         decision === 'deny'
           ? {
@@ -238,6 +247,7 @@ export class OperationsService {
       // Why it lost, read on one snapshot (readSnapshot).
       throw await readSnapshot(this.db, async (db) => {
         const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        if (ifNoneMatch?.includes(nowVersion)) return versionConditionFailed('the operation', { ifNoneMatch });
         if (
           shown !== undefined &&
           now.status === OperationStatus.PREPARED &&
@@ -519,6 +529,7 @@ export class OperationsService {
     status: ResolutionStatus,
     evidence: string,
     ifMatch?: readonly string[],
+    ifNoneMatch?: readonly string[],
   ) {
     // The hold and its options are judged on one snapshot (readSnapshot): judged from a read of the execution made
     // after the operation's, a cancel committed in between showed the execution ended beside a hold still held.
@@ -639,6 +650,7 @@ export class OperationsService {
       open: 'resolution',
       investigationsSeen,
       whileVersionIn: ifMatch,
+      whileVersionNotIn: ifNoneMatch,
       // A release is recorded only while its execution can still carry it out (not ended, not past its deadline unless
       // completed): judged by the statement that records it, by the send guard's own condition — a cancel or expiry
       // committed since the options above were read is seen, and nothing is recorded that nothing would send.
@@ -668,6 +680,7 @@ export class OperationsService {
       // after it answered "SENT is not permitted: execution ended" beside a hold still shown MANUAL_REVIEW.
       throw await readSnapshot(this.db, async (db) => {
         const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        if (ifNoneMatch?.includes(nowVersion)) return versionConditionFailed('the operation', { ifNoneMatch });
         const undecided = !recordedResolution(now);
         const stillHeld = undecided && now.status === OperationStatus.MANUAL_REVIEW;
         // What was recorded while this decision was made (after its read, before its write) refuses it as if it had
@@ -733,7 +746,7 @@ export class OperationsService {
    * what it finds is recorded as an `operation.rechecked` event, or releases the hold when the status model lets the
    * system do so (VERIFIED, read back, held because the source was unreachable or lagging).
    */
-  async recheck(principal: Principal, id: string, ifMatch?: readonly string[]) {
+  async recheck(principal: Principal, id: string, ifMatch?: readonly string[], ifNoneMatch?: readonly string[]) {
     // The operation and why a decision made first refuses this request, read on one snapshot (readSnapshot).
     const { op, version } = await readSnapshot(this.db, async (db) => {
       const found = await this.loadAt(principal, id, db);
@@ -767,7 +780,12 @@ export class OperationsService {
     const asked = await transaction(this.db, async (tx) => {
       if (!(await lockActiveKey(tx, principal.keyId))) throw Problem.keyRevokedMidRequest();
       // Asked for the version the reviewer saw only, share-locked until the job is in Redis: no change commits between.
-      if (ifMatch && !(await lockOperationAtVersion(tx, principal.tenantId, op.id, ifMatch))) return false;
+      if (
+        (ifMatch || ifNoneMatch) &&
+        !(await lockOperationAtVersion(tx, principal.tenantId, op.id, ifMatch, ifNoneMatch))
+      ) {
+        return false;
+      }
       // Who asked is recorded here, and the job only points to the record, which its re-check uses once: a job whose
       // data was edited or replayed (a writable Bull Board) cannot name a reviewer, nor speak for one a second time.
       const requestId = await recordRecheckRequest(tx, {
@@ -796,6 +814,7 @@ export class OperationsService {
     if (!asked) {
       throw await readSnapshot(this.db, async (db) => {
         const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        if (ifNoneMatch?.includes(nowVersion)) return versionConditionFailed('the operation', { ifNoneMatch });
         return unlessStale(await this.resolutionRefusal(principal, now, undefined, db), ifMatch, nowVersion);
       });
     }
@@ -815,6 +834,7 @@ export class OperationsService {
     evidence: string,
     dueInSeconds: number | undefined,
     ifMatch?: readonly string[],
+    ifNoneMatch?: readonly string[],
   ) {
     // The evidence is stored in the obligation and the event as a resolution's is, so it is held to the same rule.
     const { op } = await this.loadUndecided(principal, id, evidence, ifMatch, async () => null);
@@ -864,6 +884,7 @@ export class OperationsService {
       open: 'resolution',
       investigationsSeen: seen.length,
       whileVersionIn: ifMatch,
+      whileVersionNotIn: ifNoneMatch,
       event: { type: 'operation.still_unknown', data: investigation },
       merge: {
         obligation: {
@@ -879,6 +900,7 @@ export class OperationsService {
       await this.refuseRevokedKey(principal);
       throw await readSnapshot(this.db, async (db) => {
         const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
+        if (ifNoneMatch?.includes(nowVersion)) return versionConditionFailed('the operation', { ifNoneMatch });
         return unlessStale(await this.resolutionRefusal(principal, now, seen.length, db), ifMatch, nowVersion);
       });
     }
