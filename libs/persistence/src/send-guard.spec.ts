@@ -385,6 +385,24 @@ describe('the guarded SENT statement (real Postgres)', () => {
     });
   });
 
+  it('sends what was judged against a policy changed and changed back since: the policy in force is the one judged', async () => {
+    // A → B → A within one send's lifetime: the guard compares the policy as stored with the one the send was judged
+    // by, not its history. The rules in force when SENT commits are those the send was judged against, so it is
+    // right to send; anything B made happen to the operation meanwhile (an approval asked for, a decision) is on its
+    // row, which the guard judges as it is.
+    const policyOf = async (id: string) =>
+      (await findOperationToSend(db.dataSource.manager, id, { connectors: [], cipher: NO_CIPHER }))!.approvalPolicy;
+    const charge = op('aba');
+    await execution([charge]);
+    const judged = await policyOf(charge.id);
+    await db.dataSource.query(
+      `UPDATE tenants SET settings = settings || '{"approvalRules": [{"connector": "sandbox.payments"}]}' WHERE id = 'acme'`,
+    );
+    expect(await policyOf(charge.id)).not.toBe(judged);
+    await db.dataSource.query(`UPDATE tenants SET settings = settings - 'approvalRules' WHERE id = 'acme'`);
+    expect(await send(charge.id, { ...dispatch, approvalPolicy: judged })).toEqual({ won: true, refusals: [] });
+  });
+
   it('releases a held operation only with a SENT resolution on the row, whatever the execution status', async () => {
     const held = op('held');
     await execution([held], 'completed');

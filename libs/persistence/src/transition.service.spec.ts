@@ -953,6 +953,25 @@ describe('TransitionService (real Postgres)', () => {
     }
   });
 
+  it('decide: a decision on a version the operation came back to (its approval policy changed and changed back) is written', async () => {
+    // The version is a digest of what the decision is taken on as it is now, not of its history: once the policy is
+    // what the page showed again, the decision means what its author saw, and it is written.
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const versionOf = async () => (await findOperationWithVersion(db.dataSource.manager, operationId, 'acme'))!.version;
+    const shown = await versionOf();
+    try {
+      await db.dataSource.query(
+        `UPDATE tenants SET settings = coalesce(settings, '{}'::jsonb) || '{"approvalRules": [{"connector": "sandbox.payments"}]}' WHERE id = 'acme'`,
+      );
+      expect(await versionOf()).not.toBe(shown);
+    } finally {
+      await db.dataSource.query(`UPDATE tenants SET settings = settings - 'approvalRules' WHERE id = 'acme'`);
+    }
+    expect(await versionOf()).toBe(shown);
+    expect((await decideApproval(operationId, 'deny', { whileVersionIn: [shown] })).won).toBe(true);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
+  });
+
   it('decide: a decision naming a version is not written after the FAILED its operation retries was refuted meanwhile', async () => {
     // The version a person decides on includes "the FAILED this retries was contradicted since" (retry_refuted), read
     // from another row. The decision's statement judges its conditions, then waits for its own row (held here, as a
