@@ -46,6 +46,56 @@ describe('json-path (shared by criteria and connectors)', () => {
     expect(sameJson(undefined, null)).toBe(false);
   });
 
+  // Compared as JSON, as jsonb stores them: what JSON.stringify writes of a value is what is compared.
+  describe('sameJson compares values as JSON carries them', () => {
+    it('a member whose value is undefined is no member (JSON leaves it out); no value at all is not null', () => {
+      expect(sameJson({ a: 1, b: undefined }, { a: 1 })).toBe(true);
+      expect(sameJson({ a: { b: undefined } }, { a: {} })).toBe(true);
+      expect(sameJson({ a: undefined }, { a: null })).toBe(false);
+      expect(sameJson(undefined, undefined)).toBe(true);
+      expect(sameJson(undefined, null)).toBe(false);
+    });
+
+    it('undefined in an array, and a hole, are null (as JSON writes them)', () => {
+      expect(sameJson([1, undefined], [1, null])).toBe(true);
+      // eslint-disable-next-line no-sparse-arrays
+      expect(sameJson([1, , 3], [1, null, 3])).toBe(true);
+      expect(sameJson([1, undefined], [1])).toBe(false);
+    });
+
+    it('a Date is its ISO text (toJSON), not an empty object', () => {
+      const at = new Date('2026-12-07T01:00:00.000Z');
+      expect(sameJson(at, '2026-12-07T01:00:00.000Z')).toBe(true);
+      expect(sameJson({ at }, { at: '2026-12-07T01:00:00.000Z' })).toBe(true);
+      expect(sameJson(at, new Date('2026-12-08T01:00:00.000Z'))).toBe(false);
+      expect(sameJson(at, {})).toBe(false);
+    });
+
+    it('NaN and the infinities are null, -0 is 0 (JSON has neither)', () => {
+      expect(sameJson(NaN, null)).toBe(true);
+      expect(sameJson({ a: Infinity }, { a: null })).toBe(true);
+      expect(sameJson(-0, 0)).toBe(true);
+      expect(sameJson([-0], [0])).toBe(true);
+      expect(sameJson(NaN, 0)).toBe(false);
+    });
+
+    it('an array is no object, even one with its indices as members; a boxed value is its value', () => {
+      expect(sameJson([1, 2], { 0: 1, 1: 2 })).toBe(false);
+      expect(sameJson([], {})).toBe(false);
+      expect(sameJson({ a: [] }, { a: {} })).toBe(false);
+      expect(sameJson('1', 1)).toBe(false);
+      expect(sameJson(Object('a'), 'a')).toBe(true);
+    });
+
+    it('ignores member order at every depth, never the order of an array', () => {
+      expect(sameJson({ a: { x: 1, y: [{ p: 1, q: 2 }] }, b: 2 }, { b: 2, a: { y: [{ q: 2, p: 1 }], x: 1 } })).toBe(
+        true,
+      );
+      expect(sameJson([1, 2], [2, 1])).toBe(false);
+      expect(sameJson({ a: { x: 1 } }, { a: { x: 1, y: 2 } })).toBe(false);
+    });
+  });
+
   // An http read-back keeps what it read under the field as written (`record: { "data.status": "ok" }`): a criterion
   // on the natural path `record.data.status` read nothing there, and a VERIFIED operation's outcome was "unmet".
   it('reads evidence through a member whose name is itself a path, a member of the segment’s own name first', () => {

@@ -61,9 +61,21 @@ function readSegments(value: unknown, segments: readonly string[]): { found: tru
   return { found: false };
 }
 
-/** Deep equality of two JSON values (key order does not matter). */
+/**
+ * Deep equality of two values as JSON (key order does not matter): each is compared as JSON.stringify writes it, as it
+ * is stored in jsonb — a member whose value is undefined is no member, undefined in an array (or a hole) is null, a
+ * Date its ISO text, NaN and the infinities null, -0 is 0, a boxed value its value. No value at all (undefined) is
+ * itself, not null. Compared as the values were, a Date equalled any other Date and `{}`, and a member set to undefined
+ * was not the absent member the stored copy has.
+ */
 export function sameJson(a: unknown, b: unknown): boolean {
-  return canonical(a) === canonical(b);
+  return canonical(asJson(a)) === canonical(asJson(b));
+}
+
+/** The value as JSON carries it (what JSON.parse reads back of JSON.stringify's text); undefined for none. */
+function asJson(value: unknown): unknown {
+  const text = JSON.stringify(value);
+  return text === undefined ? undefined : JSON.parse(text);
 }
 
 function canonical(value: unknown): string {
