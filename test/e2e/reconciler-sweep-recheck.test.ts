@@ -282,4 +282,30 @@ describe('sweeper: a re-armed automatic re-check is the chain’s own (real Post
     // (Within 5 s: closeTo at -1 digits.)
     expect(delays).toEqual(expected.map((seconds) => expect.closeTo(seconds, -1)));
   });
+
+  it('a hold whose re-check cannot read is not moved past its obligation’s due time', async () => {
+    // Unread for 5 minutes, due in 90 s: moved to its due time, not 5 minutes on, so a connector deployed again before
+    // the hold escalates reads it by then (the chain's own re-checks stop at the due time, its last one before).
+    const { operationId } = await overdueHold();
+    await db.dataSource.query(
+      `UPDATE operations SET connector = 'sandbox.retired', updated_at = clock_timestamp() - interval '300 seconds',
+              next_check_at = clock_timestamp(),
+              obligation = obligation || jsonb_build_object('due_at',
+                to_char((clock_timestamp() + interval '90 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+        WHERE id = $1`,
+      [operationId],
+    );
+    const [{ due }] = (await db.dataSource.query(`SELECT next_check_at AS due FROM operations WHERE id = $1`, [
+      operationId,
+    ])) as { due: Date }[];
+    expect(await verification.recheck(operationId, undefined, due.toISOString())).toBe('skipped: cannot read back');
+    const [{ delay, past_due }] = (await db.dataSource.query(
+      `SELECT extract(epoch FROM next_check_at - clock_timestamp()) AS delay,
+              -- (To within the measure of the clocks' offset the delay is counted with.)
+              next_check_at > (obligation->>'due_at')::timestamptz + interval '1 second' AS past_due
+         FROM operations WHERE id = $1`,
+      [operationId],
+    )) as { delay: string; past_due: boolean }[];
+    expect([Number(delay), past_due]).toEqual([expect.closeTo(90, -1), false]);
+  });
 });

@@ -799,7 +799,8 @@ export class VerificationService {
    * deploy that can read again revives the chain, but moved on by compare-and-set on the due time this re-check ran for
    * (libs/persistence `postponeRecheck`). Moved by as long again as the hold has gone unread (since its `updated_at`,
    * which the postponement leaves as it was), at least the chain's backoff (the delay its next read would have) and at
-   * most RECHECK_BACKOFF_MAX_MS (status model `unreadRecheckDelayMs`): the wait doubles with each consecutive unread
+   * most RECHECK_BACKOFF_MAX_MS, and never past the obligation's due time while that is ahead (status model
+   * `unreadRecheckDelayMs`): the wait doubles with each consecutive unread
    * re-check. By the chain's backoff alone, whose count of reads does not grow while nothing is read, such a hold was
    * armed and skipped at that one pace for as long as it could not be read. Left overdue, with nothing written, it was
    * re-armed by every sweep and read first in the sweep's batch (oldest first): more such holds than the batch crowded
@@ -817,8 +818,15 @@ export class VerificationService {
     // (A job of an older version carries no due time: it ran for whatever was owed, the one the row names.)
     const ranFor = dueAt === undefined ? op.nextCheckAt : new Date(typeof dueAt === 'string' ? Date.parse(dueAt) : NaN);
     if (ranFor.getTime() !== op.nextCheckAt.getTime()) return;
-    const unreadForMs = Date.now() + clockOffsetMs - op.updatedAt.getTime();
-    const delay = unreadRecheckDelayMs({ rechecks: op.obligation?.rechecks ?? 0, unreadForMs }, this.recheckBackoff());
+    const now = Date.now() + clockOffsetMs;
+    const unreadForMs = now - op.updatedAt.getTime();
+    // Not past the obligation's due time (on the database's clock, as `updated_at`): a hold that escalates unread.
+    const due = op.obligation?.due_at ? Date.parse(op.obligation.due_at) : NaN;
+    const dueInMs = Number.isFinite(due) ? due - now : undefined;
+    const delay = unreadRecheckDelayMs(
+      { rechecks: op.obligation?.rechecks ?? 0, unreadForMs, dueInMs },
+      this.recheckBackoff(),
+    );
     await postponeRecheck(this.db.manager, op.id, ranFor, delay);
   }
 

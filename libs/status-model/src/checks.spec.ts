@@ -58,6 +58,17 @@ describe('re-check delays', () => {
     expect(recheckDelayMs(-2, limits)).toBe(30_000);
   });
 
+  it('a re-check that could not read is not moved past the obligation’s due time while that is ahead', () => {
+    // Due in 90 s, unread for 5 minutes: moved to the due time, not 5 minutes on (a connector deployed again meanwhile
+    // reads the hold before it escalates, as the chain's own last re-check would have).
+    expect(unreadRecheckDelayMs({ rechecks: 0, unreadForMs: 300_000, dueInMs: 90_000 }, limits)).toBe(90_000);
+    // Due later than the wait: the wait, as without a due time.
+    expect(unreadRecheckDelayMs({ rechecks: 0, unreadForMs: 300_000, dueInMs: 3_600_000 }, limits)).toBe(300_000);
+    // Due already (escalated or about to be): the chain has no re-check past it to keep, the wait stands.
+    expect(unreadRecheckDelayMs({ rechecks: 0, unreadForMs: 300_000, dueInMs: 0 }, limits)).toBe(300_000);
+    expect(unreadRecheckDelayMs({ rechecks: 0, unreadForMs: 300_000, dueInMs: -5_000 }, limits)).toBe(300_000);
+  });
+
   it('a re-check that could not read waits as long again as the hold went unread, at least its next read’s delay', () => {
     // Unread for less than the next read's delay: that delay (as every postponement was before).
     expect(unreadRecheckDelayMs({ rechecks: 0, unreadForMs: 10_000 }, limits)).toBe(60_000);

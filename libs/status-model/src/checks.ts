@@ -71,7 +71,14 @@ export function recheckDelayMs(rechecks: number, limits: RecheckBackoff): number
  * consecutive unread re-check run when due so doubles the wait: a hold unread since its last write `u` ago is next
  * due at `2u` after it, then `4u`… A read (a connector deployed again), a "still unknown", or any other write to the
  * hold starts it over.
+ * Never past the obligation's due time while it is ahead (`dueInMs`: how far ahead): the chain's own re-checks stop at
+ * it, its last one before, so a connector deployed again before the hold escalates reads it by then. Once due, the wait
+ * stands (the chain has nothing past it to keep; a deploy that can read revives it).
  */
-export function unreadRecheckDelayMs(hold: { rechecks: number; unreadForMs: number }, limits: RecheckBackoff): number {
-  return Math.min(limits.backoffMaxMs, Math.max(recheckDelayMs(hold.rechecks + 1, limits), hold.unreadForMs));
+export function unreadRecheckDelayMs(
+  hold: { rechecks: number; unreadForMs: number; dueInMs?: number },
+  limits: RecheckBackoff,
+): number {
+  const wait = Math.min(limits.backoffMaxMs, Math.max(recheckDelayMs(hold.rechecks + 1, limits), hold.unreadForMs));
+  return hold.dueInMs !== undefined && hold.dueInMs > 0 ? Math.min(wait, hold.dueInMs) : wait;
 }
