@@ -7,8 +7,13 @@ import { useTestDatabase } from '../support/test-database';
 
 /** The keys CLI run with `args`: what it writes, and how it exits. */
 function keys(url: string, ...args: string[]) {
+  return keysWith({}, url, ...args);
+}
+
+/** The keys CLI run with `args` and more variables in its environment. */
+function keysWith(env: Record<string, string>, url: string, ...args: string[]) {
   const child = spawn(process.execPath, [join(DIST, 'apps', 'api', 'src', 'keys.cli.js'), ...args], {
-    env: { ...process.env, DATABASE_URL: url, NODE_ENV: 'test' },
+    env: { ...process.env, DATABASE_URL: url, NODE_ENV: 'test', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -98,4 +103,42 @@ describe('the keys CLI on SIGTERM/SIGINT', () => {
       }),
     60_000,
   );
+});
+
+/**
+ * A command whose statement waits on a row another session holds (a transaction left open, a stuck writer) gives up
+ * after DATABASE_QUERY_TIMEOUT_MS, as the apps' statements do: a clear line and exit 75 (run it again), its
+ * transaction rolled back. Without a bound it waited for as long as the row was held, saying nothing.
+ */
+describe('the keys CLI on a locked row', () => {
+  const db = useTestDatabase('keyslock', ['acme']);
+
+  it('a revocation waiting on a held row gives up: exit 75, saying why and that nothing took effect', async () => {
+    const { id } = await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'agent' });
+    const other = db.dataSource.createQueryRunner();
+    await other.connect();
+    let cli: ReturnType<typeof keys> | undefined;
+    try {
+      await other.startTransaction();
+      await other.query('SELECT id FROM api_keys WHERE id = $1 FOR UPDATE', [id]);
+      cli = keysWith({ DATABASE_QUERY_TIMEOUT_MS: '500' }, db.url, 'revoke', id);
+      const exited = await Promise.race([
+        cli.exited,
+        new Promise<'still waiting'>((resolve) => setTimeout(() => resolve('still waiting'), 20_000).unref()),
+      ]);
+      if (exited === 'still waiting') cli.child.kill('SIGKILL');
+      expect(exited).toEqual({ code: 75, signal: null });
+      expect(cli.stderr()).toContain('did not answer within 500 ms');
+      expect(cli.stderr()).toContain('no key was created or revoked');
+      expect(cli.stdout()).toBe('');
+    } finally {
+      if (other.isTransactionActive) await other.rollbackTransaction();
+      await other.release();
+      if (cli?.child.exitCode === null) cli.child.kill('SIGKILL');
+    }
+    const [{ revoked_at: at }] = (await db.dataSource.query('SELECT revoked_at FROM api_keys WHERE id = $1', [id])) as {
+      revoked_at: Date | null;
+    }[];
+    expect(at).toBeNull();
+  }, 60_000);
 });

@@ -8,6 +8,7 @@ import {
   createApiKey,
   createDataSource,
   ensureTenant,
+  isStatementTimeout,
   findActiveKeysByIdOrPrefix,
   listApiKeys,
   revokeApiKeyById,
@@ -30,6 +31,13 @@ The database is DATABASE_URL (default postgres://postgres@127.0.0.1:5432/verity)
 A revoked key stops working at once in every API process, open streams included.`;
 
 class UsageError extends Error {}
+
+/**
+ * The exit code when a statement waited past DATABASE_QUERY_TIMEOUT_MS (a row it needs held by another session, a
+ * database too slow to answer): the statement was rolled back, no key created or revoked. 75 is EX_TEMPFAIL: run it
+ * again.
+ */
+export const TIMED_OUT_EXIT_CODE = 75;
 
 /** A label as given, refused (usage error, nothing written) unless it is one line of plain text of at most 200. */
 function labelOf(label: string | undefined): string | undefined {
@@ -183,7 +191,10 @@ export async function main(argv: string[], out: Out = (line) => process.stdout.w
     return 2;
   }
   const config = loadConfig();
-  const db = createDataSource(config.DATABASE_URL, 1);
+  // Every statement bounded as the apps' are: a row held by another session (a transaction left open) would otherwise
+  // keep the command waiting for as long as it is held, saying nothing.
+  const timeoutMs = config.DATABASE_QUERY_TIMEOUT_MS;
+  const db = createDataSource(config.DATABASE_URL, 1, timeoutMs);
   await db.initialize();
   try {
     await run(db, args, out);
@@ -192,6 +203,14 @@ export async function main(argv: string[], out: Out = (line) => process.stdout.w
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`${(error as Error).message}\n`);
       return 2;
+    }
+    if (isStatementTimeout(error)) {
+      process.stderr.write(
+        `keys: the database did not answer within ${timeoutMs} ms (DATABASE_QUERY_TIMEOUT_MS): a row the command ` +
+          'needs is held by another session, or Postgres is overloaded; no key was created or revoked (the statement ' +
+          'was rolled back): run it again\n',
+      );
+      return TIMED_OUT_EXIT_CODE;
     }
     throw error;
   } finally {

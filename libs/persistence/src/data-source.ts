@@ -167,8 +167,26 @@ export function openAppDataSource(
   return openDataSource(config.DATABASE_URL, config.DATABASE_POOL_SIZE, config.DATABASE_QUERY_TIMEOUT_MS, stopDeadline);
 }
 
-export function createDataSource(url: string, poolSize = 10): DataSource {
-  return new DataSource(dataSourceOptions(url, poolSize));
+/**
+ * A DataSource not yet opened. `statementTimeoutMs`, given: each statement of its sessions is cancelled by Postgres
+ * after that long, and a wait for a lock after that long (`statement_timeout`, `lock_timeout`): its transaction is rolled
+ * back and the error says so (isStatementTimeout). For a command-line tool, which would otherwise wait on a row another
+ * session holds for as long as that session holds it.
+ */
+export function createDataSource(url: string, poolSize = 10, statementTimeoutMs?: number): DataSource {
+  const options = dataSourceOptions(url, poolSize);
+  if (statementTimeoutMs === undefined) return new DataSource(options);
+  return new DataSource({
+    ...options,
+    extra: { ...options.extra, statement_timeout: statementTimeoutMs, lock_timeout: statementTimeoutMs },
+  } as DataSourceOptions);
+}
+
+/** Whether Postgres cancelled a statement for its `statement_timeout` or `lock_timeout` (createDataSource). */
+export function isStatementTimeout(error: unknown): boolean {
+  const e = error as { code?: unknown; driverError?: { code?: unknown } } | null;
+  const code = e?.driverError?.code ?? e?.code;
+  return code === '57014' || code === '55P03';
 }
 
 /** The key of the migration lock: a session-level advisory lock, scoped to its database. */
