@@ -45,7 +45,10 @@ describe('the outcome classification of one send (sandbox.payments and sandbox.s
 
   const payments = new SandboxPaymentsConnector();
   const sms = new SandboxSmsConnector();
-  const env = (sandboxUrl = provider.url): ConnectorEnvironment => ({ sandboxUrl, timeoutMs: 300 });
+  // Only the answer that never comes waits for the timeout; every other answer gets a bound a loaded machine cannot
+  // reach, so a slow first request does not turn a 2xx into the timeout's UNKNOWN.
+  const env = (sandboxUrl = provider.url, timeoutMs = 10_000): ConnectorEnvironment => ({ sandboxUrl, timeoutMs });
+  const envFor = (answer: string) => env(provider.url, answer === 'hang' ? 300 : undefined);
   const op = (params: Record<string, unknown>): ConnectorOperation => ({
     id: 'op_classify',
     tenantId: 'demo',
@@ -54,9 +57,10 @@ describe('the outcome classification of one send (sandbox.payments and sandbox.s
     expectedState: null,
     providerRef: null,
   });
-  const charge = (reference: string) => payments.send(op({ amount: 100, currency: 'EUR', reference }), env());
+  const charge = (reference: string) =>
+    payments.send(op({ amount: 100, currency: 'EUR', reference }), envFor(reference));
   const text = (clientRef: string) =>
-    sms.send({ ...op({ to: '+15550100', body: 'hi', client_ref: clientRef }), action: 'send' }, env());
+    sms.send({ ...op({ to: '+15550100', body: 'hi', client_ref: clientRef }), action: 'send' }, envFor(clientRef));
 
   const acknowledged = { status: OperationStatus.ACKNOWLEDGED };
   const rejected = { status: OperationStatus.FAILED, reason: TerminalReason.CONNECTOR_REJECTED };
