@@ -126,6 +126,16 @@ describe('a provider that answers 2xx, then breaks off the body', () => {
       (socket: Socket) =>
         socket.end(`${CLOSING_201}idempotent-replayed: true\r\ncontent-length: 13\r\n\r\n{"id":"ch_1"}`),
     ],
+    ...[
+      '{"id":"ch_1","amount":null,"currency":null}',
+      '{"id":"ch_1","amount":"100","currency":"EUR"}',
+      '{"id":"ch_1","amount":100,"currency":["EUR"]}',
+      '{"id":"ch_1","amount":1e400,"currency":"EUR"}',
+    ].map((body): [string, RawAnswer] => [
+      `JSON whose amount or currency is no amount or currency (${body})`,
+      (socket) =>
+        socket.end(`${CLOSING_201}idempotent-replayed: true\r\ncontent-length: ${body.length}\r\n\r\n${body}`),
+    ]),
   ])(
     'a replay whose answer is %s is an unknown outcome, not "no charge was made" (it may be this one)',
     async (_, answer) => {

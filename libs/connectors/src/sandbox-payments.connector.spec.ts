@@ -150,14 +150,15 @@ describe('sandbox.payments sends answered with JSON that reads two ways', () => 
 
   it('a replay of another charge is refused in a bounded detail, whatever the provider names it (it threw, or kept it whole)', async () => {
     replayed = true;
-    for (const [id, amount] of [
-      ['{"toString":1}', '5000'],
-      ['"ch_1"', '{"toString":1,"valueOf":1}'],
-      [`"${'c'.repeat(60_000)}"`, '5000'],
-    ]) {
+    for (const [id, amount, expected] of [
+      ['{"toString":1}', '5000', { status: 'FAILED', reason: 'CONNECTOR_REJECTED' }],
+      // An amount that is no number names no amount: whose charge is replayed is not said (unknown, for the read-back).
+      ['"ch_1"', '{"toString":1,"valueOf":1}', { status: 'UNKNOWN', reason: 'CONNECTOR_ERROR' }],
+      [`"${'c'.repeat(60_000)}"`, '5000', { status: 'FAILED', reason: 'CONNECTOR_REJECTED' }],
+    ] as const) {
       answer = `{"id":${id},"reference":"order-1","amount":${amount},"currency":"EUR","version":1}`;
       const outcome = await connector.send(op, env());
-      expect(outcome).toMatchObject({ status: 'FAILED', reason: 'CONNECTOR_REJECTED' });
+      expect(outcome).toMatchObject(expected);
       expect(outcome.detail.length).toBeLessThan(1000);
     }
   });

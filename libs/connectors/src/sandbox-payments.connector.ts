@@ -136,11 +136,16 @@ export class SandboxPaymentsConnector implements Connector {
     const held = exchange.body as ProviderCharge | undefined;
     if (
       outcome.status === OperationStatus.ACKNOWLEDGED &&
-      (typeof held !== 'object' || held === null || held.amount === undefined || held.currency === undefined)
+      (typeof held !== 'object' ||
+        held === null ||
+        typeof held.amount !== 'number' ||
+        !Number.isFinite(held.amount) ||
+        typeof held.currency !== 'string')
     ) {
       // An answer that names no charge (empty, no JSON, cut by a connection closed where no length was declared) or one
-      // without its amount or currency: whether the charge it replays is this request's is not said, so "no charge was
-      // made" is not certain — unknown, for the read-back to settle.
+      // without its amount or currency — or with one that is none (null, "100", 1e400, a list): whether the charge it
+      // replays is this request's is not said, so "no charge was made" is not certain — unknown, for the read-back to
+      // settle.
       return {
         status: OperationStatus.UNKNOWN,
         reason: TerminalReason.CONNECTOR_ERROR,
