@@ -255,6 +255,34 @@ describe('a provider whose reference is a number in JSON', () => {
     await expect(http.readBack({ ...request(), providerRef }, env())).resolves.toMatchObject({ kind: 'found' });
     expect(requested[requested.length - 1]).toBe('GET /orders/1000');
   });
+
+  // Node 20 gives a reviver no source text (JSON.parse's third argument came with V8 11.4): a number's text is read from
+  // the answer itself, so the same ids are kept and refused there as on Node 24.
+  describe('on a runtime whose JSON.parse gives a reviver no source text', () => {
+    const parse = JSON.parse;
+    beforeEach(() => {
+      jest
+        .spyOn(JSON, 'parse')
+        .mockImplementation((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) =>
+          parse(text, reviver && ((key, value) => reviver.call(undefined, key, value))),
+        );
+    });
+    afterEach(() => jest.restoreAllMocks());
+
+    it.each([
+      ['{"id":1000}', '1000'],
+      ['{"id":-12.5}', '-12.5'],
+      ['{"data":[{"id":7}]}', undefined],
+      ['{"id":1e3}', undefined],
+      ['{"id":7.0}', undefined],
+      ['{"id":-0}', undefined],
+    ])('%s: the reference kept is %s', async (body, ref) => {
+      answer = body;
+      const outcome = await http.send(request(), env());
+      expect(outcome.status).toBe(OperationStatus.ACKNOWLEDGED);
+      expect(outcome.status === OperationStatus.ACKNOWLEDGED && outcome.providerRef.ref).toBe(ref ?? undefined);
+    });
+  });
 });
 
 describe("a provider whose replay mark (Idempotent-Replayed) can't be read one way", () => {

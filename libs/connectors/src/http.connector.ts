@@ -1,4 +1,4 @@
-import { rawJsonIssue } from '@verity/platform';
+import { rawJsonIssue, rawJsonNumberAt } from '@verity/platform';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import {
@@ -656,27 +656,13 @@ function unclearAt(exchange: { json?: string; body?: unknown }, field: string): 
     : `the answer holds a number at ${issue.field} that a double cannot keep exactly: ${field} would be read rounded, so it is not read`;
 }
 
-/** A number of an answer's JSON as its text (JSON.parse's source text access). */
-class NumberText {
-  constructor(readonly text: string) {}
-}
-
 /**
- * The text the number at `field` of the answer's JSON was written as, or null where no number is (or the JSON does not
- * parse, or the runtime gives no source text: then no number is taken as written).
+ * The text the number at `field` of the answer's JSON was written as, or null where no number is. Read from the text
+ * (rawJsonNumberAt), not from JSON.parse's source text access: Node 20 gives a reviver none, and every number was then
+ * taken as not written as it reads back.
  */
 function numberTextAt(json: string | undefined, field: string): string | null {
-  if (json === undefined) return null;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(json, (_key: string, value: unknown, context?: { source?: string }) =>
-      typeof value === 'number' && typeof context?.source === 'string' ? new NumberText(context.source) : value,
-    );
-  } catch {
-    return null;
-  }
-  const found = readField(parsed, field);
-  return found.found && found.value instanceof NumberText ? found.value.text : null;
+  return json === undefined ? null : rawJsonNumberAt(json, fieldSegments(field));
 }
 
 /**

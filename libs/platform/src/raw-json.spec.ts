@@ -1,4 +1,4 @@
-import { rawJsonIssue } from './raw-json';
+import { rawJsonIssue, rawJsonNumberAt } from './raw-json';
 
 /** The texts in which rawJsonIssue finds `rule` (with the field it names), and texts in which it finds nothing. */
 function itJudges(rule: string, cases: { found: [text: string, field: string][]; none: string[] }): void {
@@ -144,5 +144,23 @@ describe('rawJsonIssue within one path', () => {
 
   it('reads a whole body that is one unkeepable number as an issue for every path', () => {
     expect(rawJsonIssue('9007199254740993', ['anything'])).toEqual({ field: '(body)', rule: 'exact_number' });
+  });
+});
+
+describe('rawJsonNumberAt: a number as the text writes it', () => {
+  it.each([
+    ['{"id":1e3}', ['id'], '1e3'],
+    ['{"id":-0}', ['id'], '-0'],
+    ['{"a":{"id":1},"id":7.0}', ['id'], '7.0'],
+    ['{"items":[{"id":1},{"id":2.50}]}', ['items', '1', 'id'], '2.50'],
+    ['{"items":[{"id":1},{"id":2}]}', ['items', '01', 'id'], '2'],
+    ['{"i\\u0064": 12 }', ['id'], '12'],
+    ['{"id":"12"}', ['id'], null],
+    ['{"data":{"id":12}}', ['id'], null],
+    ['{"id":{"n":12}}', ['id'], null],
+    ['{"id":[12]}', ['id'], null],
+    ['{"name":"id:5","id":5}', ['id'], '5'],
+  ])('%s at %j → %s', (text, at, literal) => {
+    expect(rawJsonNumberAt(text, at)).toBe(literal);
   });
 });

@@ -36,6 +36,41 @@ const BACKSLASH = 0x5c;
  */
 export function rawJsonIssue(text: string, within?: readonly string[]): RawJsonIssue | null {
   const counts = (segments: readonly (string | number)[]) => within === undefined || onOnePath(segments, within);
+  return scan<RawJsonIssue>(text, {
+    name: (stack, name, repeated) =>
+      repeated && counts([...segmentsOf(stack.slice(0, -1)), name])
+        ? { field: pathOf(stack, name), rule: 'duplicate_key' }
+        : null,
+    number: (stack, literal) =>
+      !keptExactly(literal) && counts(segmentsOf(stack)) ? { field: pathOfValue(stack), rule: 'exact_number' } : null,
+  });
+}
+
+/**
+ * The text of the number at `at` (segments as `fieldSegments` gives them, matched as readField reads them) as the JSON
+ * text writes it (`1e3`, `7.0`, `-0`), or null where the path names no number. Read from the text itself, not from
+ * JSON.parse's source text access, which a reviver is given only from V8 11.4 (Node 21) on. A member named twice on the
+ * path gives the first; rawJsonIssue says where that is so.
+ */
+export function rawJsonNumberAt(text: string, at: readonly string[]): string | null {
+  return scan<string>(text, {
+    number: (stack, literal) => {
+      const segments = segmentsOf(stack);
+      return segments.length === at.length && onOnePath(segments, at) ? literal : null;
+    },
+  });
+}
+
+/** What a scan of a JSON text reports; the first non-null answer ends it. */
+interface JsonVisitor<T> {
+  /** A member's name, as JSON reads it, with the open frames (the innermost its object); `repeated`: named before. */
+  name?: (stack: readonly Frame[], name: string, repeated: boolean) => T | null;
+  /** A number literal as written, with the open frames around it. */
+  number?: (stack: readonly Frame[], literal: string) => T | null;
+}
+
+/** One pass over a JSON text, no recursion; a text that is not JSON gives null and is left to the parser to refuse. */
+function scan<T>(text: string, visit: JsonVisitor<T>): T | null {
   const stack: Frame[] = [];
   let expectingName = false;
   for (let i = 0; i < text.length; i += 1) {
@@ -55,19 +90,18 @@ export function rawJsonIssue(text: string, within?: readonly string[]): RawJsonI
       expectingName = false;
       const name = memberName(text.slice(start, i + 1), escaped);
       if (name === null) return null;
-      if (!top.keys.has(name)) top.keys.add(name);
-      else if (counts([...segmentsOf(stack.slice(0, -1)), name])) {
-        return { field: pathOf(stack, name), rule: 'duplicate_key' };
-      }
+      const repeated = top.keys.has(name);
+      if (!repeated) top.keys.add(name);
+      const found = visit.name?.(stack, name, repeated) ?? null;
+      if (found !== null) return found;
       top.key = name;
       continue;
     }
     if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
       const start = i;
       while (i + 1 < text.length && NUMBER_CHAR.test(text[i + 1])) i += 1;
-      if (!keptExactly(text.slice(start, i + 1)) && counts(segmentsOf(stack))) {
-        return { field: pathOfValue(stack), rule: 'exact_number' };
-      }
+      const found = visit.number?.(stack, text.slice(start, i + 1)) ?? null;
+      if (found !== null) return found;
       continue;
     }
     if (c === 0x7b /* { */) {
