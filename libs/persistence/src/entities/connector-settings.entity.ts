@@ -419,10 +419,11 @@ export async function commitWithinSpendingCaps(
     ) => { path: string[]; amount: number | null; currencyMismatch?: { field: string; found: unknown } } | null;
     /**
      * Take the operation's row first, in a transaction, before the SENT statement takes its snapshot (a reviewer's
-     * release). The release guard judges the execution from that snapshot, and a caller's cancel does not rewrite a
-     * held row (it only locks it, with the execution's other operations, before it moves the execution): without the
-     * lock, a release that waited for the cancel's row lock would still see the execution as it was before the cancel
-     * and send after it. With it, the cancel either commits before the snapshot (the release is refused) or waits.
+     * release). The release guard judges the execution from that snapshot; a cancel or an expiry does rewrite a held
+     * never-sent row (cancelHeldOfEndedExecution, after the execution's move, in its transaction), so the statement's
+     * compare-and-set would refuse after such a wait too, but an end that did not would let a release that waited for
+     * its row lock send after it. With the lock, the end either commits before the snapshot (the release is refused)
+     * or waits for the release.
      */
     lockOperationFirst?: boolean;
     /**
