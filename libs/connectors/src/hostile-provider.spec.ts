@@ -29,6 +29,17 @@ function rawProvider() {
     /** The connection each request arrived on, in order. */
     sockets: [] as Socket[],
   };
+  // One wait per connection, however many requests a kept-alive one carries (a listener per request piled up on it).
+  const closing = new WeakMap<Socket, Promise<void>>();
+  const closedOf = (socket: Socket) => {
+    if (socket.destroyed) return Promise.resolve();
+    let closed = closing.get(socket);
+    if (!closed) {
+      closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      closing.set(socket, closed);
+    }
+    return closed;
+  };
   const local = serveDuringDescribe(() =>
     createServer((req) => {
       req.resume();
@@ -36,9 +47,7 @@ function rawProvider() {
         state.requests += 1;
         const socket = req.socket;
         state.sockets.push(socket);
-        state.closed.push(
-          socket.destroyed ? Promise.resolve() : new Promise<void>((resolve) => socket.once('close', () => resolve())),
-        );
+        state.closed.push(closedOf(socket));
         state.answer(socket, req);
       });
     }),
