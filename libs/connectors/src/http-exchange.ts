@@ -68,6 +68,11 @@ const agents = {
   https: new https.Agent({ keepAlive: true, maxSockets: 256, timeout: 2000 }),
 };
 
+/** An answer taken for its status and headers alone, its body never read. */
+function statusAlone(res: http.IncomingMessage): HttpExchange {
+  return { kind: 'response', status: res.statusCode ?? 0, headers: res.headers, body: undefined, truncated: false };
+}
+
 /**
  * One HTTP exchange, classified by what we can prove about delivery. The only place connectors talk HTTP:
  * redirects are never followed, every call has a deadline, and bodies are size-capped.
@@ -110,13 +115,7 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
         // (another operation's) into whatever the provider speaks now.
         const informational = (res.statusCode ?? 0) < 200;
         if (request.statusOnly || informational) {
-          finish({
-            kind: 'response',
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: undefined,
-            truncated: false,
-          });
+          finish(statusAlone(res));
           res.destroy();
           if (informational) req.destroy();
           return;
@@ -193,13 +192,7 @@ export function httpExchange(request: HttpExchangeRequest): Promise<HttpExchange
     // A 101 with an Upgrade: Node hands over the socket here (without a listener it destroys it and the exchange waited
     // for its timeout). The status is the answer; the socket, which speaks another protocol now, is closed.
     req.on('upgrade', (res: http.IncomingMessage, socket: import('node:net').Socket) => {
-      finish({
-        kind: 'response',
-        status: res.statusCode ?? 0,
-        headers: res.headers,
-        body: undefined,
-        truncated: false,
-      });
+      finish(statusAlone(res));
       socket.destroy();
     });
     req.on('error', (error: NodeJS.ErrnoException) => finish(failure(error.code ?? 'EREQUEST', error.message)));
