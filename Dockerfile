@@ -18,7 +18,8 @@ RUN npm run build
 # --- runtime: production dependencies and the compiled output only -------------------------------------------------
 FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production
-# Same heap limits as APP_NODE_ARGS (libs/platform/src/runtime.ts): every app stays under 200 MB RSS under load.
+# The workers' node flags (appNodeArgs in libs/platform/src/runtime.ts): every app stays under 200 MB RSS under load.
+# The API's are its own (8 MB semi-spaces): docker-compose.yml sets them on the api and migrate services.
 ENV NODE_OPTIONS="--max-old-space-size=128 --max-semi-space-size=16"
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { Client } from 'pg';
-import { APP_NODE_ARGS } from '../libs/platform/src/runtime';
+import { appNodeArgs, type AppName } from '../libs/platform/src/runtime';
 import { humanLine, wantsHumanLogs } from './log-format';
 import {
   findBinaries,
@@ -241,6 +241,8 @@ function parsePort(name: string, fallback: number): number {
 
 interface AppSpec {
   name: string;
+  /** The app whose node flags it runs with (appNodeArgs): the migration step is the API's. */
+  app: AppName;
   entry: string;
   color: number;
 }
@@ -266,7 +268,7 @@ function pipeLines(stream: NodeJS.ReadableStream | null, out: NodeJS.WriteStream
 }
 
 function launch(spec: AppSpec, env: NodeJS.ProcessEnv): RunningApp {
-  const child = spawn(process.execPath, [...APP_NODE_ARGS, spec.entry], {
+  const child = spawn(process.execPath, [...appNodeArgs(spec.app), spec.entry], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
     // Own process group: a Ctrl-C in the terminal reaches only this script, which stops the apps first and the
@@ -418,14 +420,14 @@ function banner(apiPort: number, sandboxPort: number, postgres: Service, redis: 
 async function main(): Promise<void> {
   const root = findRepoRoot();
   const dist = path.join(root, 'dist');
-  const entry = (app: string, file = 'main.js'): string => path.join(dist, 'apps', app, 'src', file);
+  const entry = (app: AppName, file = 'main.js'): string => path.join(dist, 'apps', app, 'src', file);
   const apps: AppSpec[] = [
-    { name: 'sandbox-provider', entry: entry('sandbox-provider'), color: 36 },
-    { name: 'api', entry: entry('api'), color: 32 },
-    { name: 'dispatcher', entry: entry('dispatcher'), color: 33 },
-    { name: 'reconciler', entry: entry('reconciler'), color: 34 },
+    { name: 'sandbox-provider', app: 'sandbox-provider', entry: entry('sandbox-provider'), color: 36 },
+    { name: 'api', app: 'api', entry: entry('api'), color: 32 },
+    { name: 'dispatcher', app: 'dispatcher', entry: entry('dispatcher'), color: 33 },
+    { name: 'reconciler', app: 'reconciler', entry: entry('reconciler'), color: 34 },
   ];
-  const migrate: AppSpec = { name: 'migrate', entry: entry('api', 'migrate.js'), color: 90 };
+  const migrate: AppSpec = { name: 'migrate', app: 'api', entry: entry('api', 'migrate.js'), color: 90 };
   const missing = [migrate, ...apps].filter((app) => !fs.existsSync(app.entry)).map((app) => app.entry);
   if (missing.length) {
     complain(`not built yet (missing ${missing.map((m) => path.relative(root, m)).join(', ')}): run npm run build`);

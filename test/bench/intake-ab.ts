@@ -12,14 +12,14 @@
  * API CPU per request is compared round by round. A neighbour's burst of load then lands on every variant at the same
  * moment, which on a busy shared machine separates a few percent that alternated rounds cannot (no --baseline then).
  * A variant is a built tree's dist directory, optionally followed by `:NAME=value` settings for that API's environment,
- * and `:ARGS=--flag,--flag` for node flags, e.g. `dist` `/tmp/before/dist` `dist:ARGS=--max-semi-space-size=32`.
+ * and `:ARGS=--flag,--flag` for node flags (after the API's own, appNodeArgs('api'), so they win), e.g. `dist` `/tmp/before/dist` `dist:ARGS=--max-semi-space-size=32`.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import autocannon from 'autocannon';
 import { Client } from 'pg';
 import { freePort } from '../../scripts/local-services';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs } from '../../libs/platform/src/runtime';
 import { Cluster } from '../chaos/cluster';
 import { cpuBetween, cpuSnapshot, rssOf } from './measure';
 import { submission } from './workload';
@@ -75,7 +75,7 @@ async function startVariant(cluster: Cluster, spec: string): Promise<Variant> {
   const port = await freePort();
   const child = spawn(
     process.execPath,
-    [...APP_NODE_ARGS, ...(ARGS ? ARGS.split(',') : []), path.resolve(dist, 'apps', 'api', 'src', 'main.js')],
+    [...appNodeArgs('api'), ...(ARGS ? ARGS.split(',') : []), path.resolve(dist, 'apps', 'api', 'src', 'main.js')],
     { env: { ...process.env, ...cluster.env, SEED_DEMO: 'false', ...appEnv, PORT: String(port) }, stdio: 'ignore' },
   );
   const base = `http://127.0.0.1:${port}`;

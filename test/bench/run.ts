@@ -13,7 +13,7 @@ import autocannon from 'autocannon';
 import { Queue } from 'bullmq';
 import { Pool } from 'pg';
 import { Verity } from '@verity/sdk';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs } from '../../libs/platform/src/runtime';
 import { freePort, redisCommands } from '../../scripts/local-services';
 import { Cluster, DIST, SandboxEffects, sleep, within } from '../chaos/cluster';
 import { percentile } from '../chaos/invariants';
@@ -545,12 +545,13 @@ async function startPeer(cluster: Cluster, pool: Pool, unixSockets: boolean): Pr
   const url = new URL(unixSockets ? cluster.env.DATABASE_URL : cluster.postgres.url);
   url.pathname = `/${PEER_DATABASE}`;
   const port = String(await freePort());
-  // Verity's configuration (sandbox URL, connector timeout, settle window, read backoff) and its apps' node flags.
+  // Verity's configuration (sandbox URL, connector timeout, settle window, read backoff) and its workers' node flags
+  // (the peer runs intake and execution in one process; it was measured with 16 MB semi-spaces, the workers' size).
   const helper = await startHelper(
     'dbos-peer',
     'dbos peer listening',
     { ...cluster.env, DBOS_SYSTEM_DATABASE_URL: url.toString(), PORT: port },
-    [...APP_NODE_ARGS, ...cluster.nodeArgs],
+    [...appNodeArgs('dispatcher'), ...cluster.nodeArgs],
   );
   const tcp = new URL(cluster.postgres.url);
   tcp.pathname = `/${PEER_DATABASE}`;

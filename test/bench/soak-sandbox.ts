@@ -7,7 +7,7 @@
  *
  *   npm run build && node dist/test/bench/soak-sandbox.js [--operations 500000] [--concurrency 64] [--samples 25]
  *
- * The provider runs with the apps' heap limit (APP_NODE_ARGS) and --expose-gc; each sample is taken after a full
+ * The provider runs with its production node flags (appNodeArgs) and --expose-gc; each sample is taken after a full
  * collection, so it is the live heap, not garbage. The verdict compares the live heap once the provider's store has
  * turned over once (its bound reached, and as many effects forgotten as kept) with the end of the run: flat means
  * it moved by less than 8 MB in between.
@@ -15,7 +15,7 @@
 import { fork } from 'node:child_process';
 import * as path from 'node:path';
 import { httpExchange } from '../../libs/connectors/src/http-exchange';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs } from '../../libs/platform/src/runtime';
 import type { MemorySample } from './soak-sandbox-provider';
 
 interface Options {
@@ -49,7 +49,7 @@ const mb = (bytes: number) => (bytes / MB).toFixed(1);
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
   const child = fork(path.join(__dirname, 'soak-sandbox-provider.js'), [], {
-    execArgv: [...APP_NODE_ARGS, '--expose-gc'],
+    execArgv: [...appNodeArgs('sandbox-provider'), '--expose-gc'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   let exited: string | null = null;

@@ -9,7 +9,7 @@
  *
  * A closed loop keeps `inflight` single-charge executions open (submitted through the SDK, like `npm run bench`).
  * At each sample: resident memory (VmRSS) of every app, Redis' `used_memory`, and how many operations are settled.
- * The apps run with their production heap limit (APP_NODE_ARGS: 128 MB), so a leak shows as growth and then as a
+ * The apps run with their production heap limit (appNodeArgs: a 128 MB old space), so a leak shows as growth and then as a
  * process dying; the harness treats any exit it did not ask for as a failure. Verdict, per process: the largest RSS
  * of the second half of the run is within 10 % (at least 16 MB) of the largest of the first half after warm-up.
  * Exit code 0 only when every process is flat, none died, every operation settled VERIFIED and the provider saw no

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs } from '../../libs/platform/src/runtime';
 import type { WireLog } from '../../apps/sandbox-provider/src/sandbox-provider';
 import { HOME_SHARD, shardPrefix } from '../../libs/queues/src/shards';
 import { LocalRedisCluster } from '../support/redis-cluster';
@@ -108,7 +108,7 @@ export class AppProcess {
     // `pkill -f dist/apps/api` on a shared machine does not hit them.
     const args = [
       `--title=verity-cluster-${this.name}-${this.index}`,
-      ...APP_NODE_ARGS,
+      ...appNodeArgs(this.name),
       ...this.cluster.nodeArgs,
       entry,
     ];

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { QueryRunner } from 'typeorm';
 import { MIGRATION_LOCK, MIGRATION_LOCK_WAITING, MIGRATION_SQL } from '@verity/persistence';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs } from '../../libs/platform/src/runtime';
 import { signalWhileStarting } from '../support/start-signal';
 import { DIST, Stack, freePort, waitFor } from '../support/stack';
 
@@ -84,7 +84,7 @@ describe('SIGTERM during start-up', () => {
   );
 
   it('PORT=0: the API listens on a port the system picks and logs that port, not 0', async () => {
-    const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', 'api', 'src', 'main.js')], {
+    const child = spawn(process.execPath, [...appNodeArgs('api'), join(DIST, 'apps', 'api', 'src', 'main.js')], {
       env: { ...process.env, ...stack.env, PORT: '0', HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

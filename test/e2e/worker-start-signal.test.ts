@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { Socket, connect, createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs } from '../../libs/platform/src/runtime';
 import { TEST_REDIS_URL, createTestDatabase } from '../support/services';
 import { signalWhileStarting } from '../support/start-signal';
 import { DIST, waitFor } from '../support/stack';
@@ -85,7 +85,8 @@ describe('worker SIGTERM while Nest builds its workers', () => {
     await new Promise<void>((resolve) => link.listen(0, '127.0.0.1', resolve));
     const db = await createTestDatabase('startsig');
     const output: string[] = [];
-    const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, 'apps', 'reconciler', 'src', 'main.js')], {
+    const main = join(DIST, 'apps', 'reconciler', 'src', 'main.js');
+    const child = spawn(process.execPath, [...appNodeArgs('reconciler'), main], {
       env: {
         ...process.env,
         DATABASE_URL: db.url,

@@ -6,7 +6,7 @@ import IORedis from 'ioredis';
 import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
 import { freePort } from '../../scripts/local-services';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs } from '../../libs/platform/src/runtime';
 import { unwatchApi, watchApi } from './openapi-validator';
 import { SANDBOX_ACCOUNT_HEADER } from '../../libs/connectors/src/sandbox-payments.connector';
 
@@ -172,7 +172,7 @@ export class Stack {
     return { app, url };
   }
 
-  /** `nodeArgs` follow APP_NODE_ARGS on node's command line, so a flag given there wins (a bench comparing settings). */
+  /** `nodeArgs` follow the app's own (appNodeArgs) on node's command line, so a flag given there wins (a bench comparing settings). */
   async startApp(
     name: AppName,
     extraEnv: Record<string, string> = {},
@@ -182,7 +182,7 @@ export class Stack {
     // Each worker on a spare port of its own (several dispatchers may run side by side).
     const opsVariable = OPS_PORT_VARIABLE[name];
     const opsPort = opsVariable ? (extraEnv[opsVariable] ?? String(await freePort())) : undefined;
-    const child = spawn(process.execPath, [...APP_NODE_ARGS, ...nodeArgs, entry], {
+    const child = spawn(process.execPath, [...appNodeArgs(name), ...nodeArgs, entry], {
       env: {
         ...process.env,
         // Node's own module compile cache (Node 22.1 and later; older ones ignore it): ~150 test files start ~600 app

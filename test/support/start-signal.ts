@@ -1,15 +1,18 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { APP_NODE_ARGS } from '../../libs/platform/src/runtime';
+import { appNodeArgs, type AppName } from '../../libs/platform/src/runtime';
 import { DIST } from './stack';
 
-/** Where each process's main is built; `migrate` is the migration step (`npm run migrate`). */
+/**
+ * Where each process's main is built and whose node flags it runs with; `migrate` is the migration step
+ * (`npm run migrate`), part of the API.
+ */
 const ENTRIES = {
-  api: ['apps', 'api', 'src', 'main.js'],
-  dispatcher: ['apps', 'dispatcher', 'src', 'main.js'],
-  reconciler: ['apps', 'reconciler', 'src', 'main.js'],
-  migrate: ['apps', 'api', 'src', 'migrate.js'],
-} as const;
+  api: { app: 'api', main: ['apps', 'api', 'src', 'main.js'] },
+  dispatcher: { app: 'dispatcher', main: ['apps', 'dispatcher', 'src', 'main.js'] },
+  reconciler: { app: 'reconciler', main: ['apps', 'reconciler', 'src', 'main.js'] },
+  migrate: { app: 'api', main: ['apps', 'api', 'src', 'migrate.js'] },
+} as const satisfies Record<string, { app: AppName; main: readonly string[] }>;
 
 /**
  * A signal while an app is still starting (or while the migration step runs): its main (from dist) is started with
@@ -23,7 +26,7 @@ export async function signalWhileStarting(
   starting: (written: () => string) => Promise<unknown>,
 ): Promise<{ exit: { code: number | null; signal: string | null }; output: string }> {
   const output: string[] = [];
-  const child = spawn(process.execPath, [...APP_NODE_ARGS, join(DIST, ...ENTRIES[app])], {
+  const child = spawn(process.execPath, [...appNodeArgs(ENTRIES[app].app), join(DIST, ...ENTRIES[app].main)], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
