@@ -9,12 +9,12 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { PrivateService, freePort, startPrivatePostgres, startPrivateRedis } from '../../scripts/local-services';
-import { appNodeArgs } from '../../libs/platform/src/runtime';
+import { AppName, appNodeArgs } from '../../libs/platform/src/runtime';
 import type { WireLog } from '../../apps/sandbox-provider/src/sandbox-provider';
 import { HOME_SHARD, shardPrefix } from '../../libs/queues/src/shards';
 import { LocalRedisCluster } from '../support/redis-cluster';
 
-export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
+export type { AppName };
 
 /** The repository root, from test/chaos (ts-jest) or dist/test/chaos (the built runner). */
 export const ROOT = findRoot(__dirname);

@@ -6,7 +6,7 @@ import IORedis from 'ioredis';
 import { dirname, join } from 'node:path';
 import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
 import { freePort } from '../../scripts/local-services';
-import { appNodeArgs } from '../../libs/platform/src/runtime';
+import { AppName, appNodeArgs } from '../../libs/platform/src/runtime';
 import { unwatchApi, watchApi } from './openapi-validator';
 import { SANDBOX_ACCOUNT_HEADER } from '../../libs/connectors/src/sandbox-payments.connector';
 
@@ -23,7 +23,7 @@ function findRoot(from: string): string {
 }
 export const DIST = join(ROOT, 'dist');
 
-export type AppName = 'api' | 'dispatcher' | 'reconciler' | 'sandbox-provider';
+export type { AppName };
 
 export { freePort };
 
