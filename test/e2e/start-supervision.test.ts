@@ -1,5 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { type AppName, appNodeArgs } from '../../libs/platform/src/runtime';
 import { charge, http, submission, unique } from '../support/http';
 import { watchApi } from '../support/openapi-validator';
 import {
@@ -89,6 +91,16 @@ describe('npm start supervises its apps', () => {
     for (const { pid } of started()) if (alive(pid)) process.kill(pid, 'SIGKILL');
     await db?.drop().catch(() => undefined);
     await clearRedisPrefix(prefix).catch(() => undefined);
+  });
+
+  it('starts each app with its own node flags (the API with its smaller young generation)', () => {
+    const running = started().filter(({ pid }) => alive(pid));
+    expect(running.map(({ app }) => app).sort()).toEqual(['api', 'dispatcher', 'reconciler', 'sandbox-provider']);
+    for (const { app, pid } of running) {
+      // The command line as the kernel has it: node, its flags, the entry point.
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      expect({ app, flags: argv.slice(1, -2) }).toEqual({ app, flags: appNodeArgs(app as AppName) });
+    }
   });
 
   it('restarts a SIGKILLed dispatcher with backoff, keeps the others running, and SIGTERM stops every child', async () => {
