@@ -4,14 +4,15 @@ import { waitFor } from './stack';
 
 /**
  * How many other sessions of this database wait on a lock — only those running a statement LIKE `statementLike` when
- * given. A test proves an order ("the revocation waits for the decision's lock") on this, never on a sleep.
+ * given, and only those the session of backend `blockedBy` holds up when given (`pg_blocking_pids`). A test proves an
+ * order ("the revocation waits for the decision's lock") on this, never on a sleep.
  */
-export async function lockWaiters(db: DataSource, statementLike?: string): Promise<number> {
+export async function lockWaiters(db: DataSource, statementLike?: string, blockedBy?: number): Promise<number> {
   const [{ n }] = (await db.query(
     `SELECT count(*)::int AS n FROM pg_stat_activity
       WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
-        AND ($1::text IS NULL OR query LIKE $1)`,
-    [statementLike ?? null],
+        AND ($1::text IS NULL OR query LIKE $1) AND ($2::int IS NULL OR $2::int = ANY(pg_blocking_pids(pid)))`,
+    [statementLike ?? null, blockedBy ?? null],
   )) as { n: number }[];
   return n;
 }
@@ -22,10 +23,10 @@ export async function lockWaiters(db: DataSource, statementLike?: string): Promi
  */
 export async function waitForLockWaiter(
   db: DataSource,
-  options: { statementLike?: string; unless?: () => boolean } = {},
+  options: { statementLike?: string; blockedBy?: number; unless?: () => boolean } = {},
 ): Promise<void> {
   await waitFor(
-    async () => (options.unless?.() ?? false) || (await lockWaiters(db, options.statementLike)) > 0,
+    async () => (options.unless?.() ?? false) || (await lockWaiters(db, options.statementLike, options.blockedBy)) > 0,
     (done) => done,
   );
 }
