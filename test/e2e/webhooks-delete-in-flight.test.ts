@@ -78,4 +78,67 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     expect(receiver.seen).toHaveLength(1);
     expect(ended).toEqual({ skipped: 1, stale: 0 });
   });
+  it('sends nothing once the endpoint was disabled meanwhile, also when it was enabled again before the attempt went on', async () => {
+    // A disable skips the endpoint's pending deliveries in its own transaction, so an enable never sends them: an
+    // attempt that read its delivery pending before the disable finds it skipped when it reads it again before signing.
+    const endpoint = await subscribedReceiver(stack, receiver.port, `${receiver.base}/hook-disabled`, [
+      'execution.finished',
+    ]);
+    const seenHere = () => receiver.seen.filter((r) => r.path === '/hook-disabled').length;
+    const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([sms(unique('wh-disable-in-flight'))]),
+    });
+    expect(run.status).toBe(201);
+    await waitFor(
+      async () => seenHere(),
+      (n) => n === 1,
+    );
+    const before = {
+      skipped: await attemptsEnded('skipped'),
+      stale: await attemptsEnded('stale'),
+      delivered: await attemptsEnded('delivered'),
+    };
+
+    const holder = stack.db.dataSource.createQueryRunner();
+    await holder.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query(`LOCK TABLE tenant_connector_settings IN ACCESS EXCLUSIVE MODE`);
+      await waitForLockWaiter(stack.db.dataSource, { statementLike: '%LEFT JOIN tenant_connector_settings s %' });
+      // The endpoint is disabled as its failures disable it (countFailure, then skipEndpointPending, one transaction)...
+      await stack.db.dataSource.transaction(async (tx) => {
+        await tx.query(
+          `UPDATE webhook_endpoints SET disabled_at = now(), disabled_reason = 'disabled in a test', updated_at = now()
+            WHERE id = $1`,
+          [endpoint.id],
+        );
+        await tx.query(
+          `UPDATE webhook_deliveries SET status = 'skipped', last_error = 'endpoint disabled', updated_at = clock_timestamp()
+            WHERE endpoint_id = $1 AND status = 'pending'`,
+          [endpoint.id],
+        );
+      });
+      // ...and an admin enables it again.
+      const enabled = await http(stack.apiUrl, 'POST', `/v1/admin/webhooks/${endpoint.id}/enable`, { key: DEMO.admin });
+      expect(enabled.status).toBe(200);
+      await holder.commitTransaction();
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      await holder.release();
+    }
+
+    const ended = await waitFor(
+      async () => ({
+        skipped: (await attemptsEnded('skipped')) - before.skipped,
+        stale: (await attemptsEnded('stale')) - before.stale,
+        delivered: (await attemptsEnded('delivered')) - before.delivered,
+      }),
+      (n) => n.skipped + n.stale + n.delivered > 0,
+    );
+    expect(seenHere()).toBe(1);
+    expect(ended).toEqual({ skipped: 1, stale: 0, delivered: 0 });
+    const [delivery] = await endpoint.deliveries();
+    expect(delivery.status).toBe('skipped');
+  });
 });

@@ -156,12 +156,8 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     maxAttempts: number,
   ): Promise<string | DeferredDelivery> {
     const delivery = await loadDeliveryToSend(this.db.manager, this.cipher, deliveryId, round);
-    if (!delivery) return 'skipped: delivery or endpoint deleted';
-    if (delivery.skip === 'endpoint_disabled') {
-      await skipWebhookDelivery(this.db.manager, deliveryId, round, ENDPOINT_DISABLED_SKIP);
-      return 'skipped: endpoint disabled';
-    }
-    if (delivery.skip) return `skipped: ${delivery.skip}`;
+    const skipped = await this.skipped(delivery, round);
+    if (skipped !== null || !delivery) return skipped ?? 'skipped: delivery or endpoint deleted';
     const { tenantId } = delivery;
     if (delivery.secret === null) {
       // Nothing can be signed, so nothing is sent: the attempt fails as one that reached no receiver (retried with
@@ -191,8 +187,21 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     } finally {
       this.slots.release(tenantId);
     }
-    if (posted === 'deleted') return 'skipped: delivery or endpoint deleted';
+    if ('skipped' in posted) return posted.skipped;
     return this.record(delivery, round, attemptsMade, maxAttempts, posted);
+  }
+
+  /**
+   * Why an attempt on `delivery` (as just read) sends nothing, or null: it is gone with its endpoint, another round or
+   * attempt settled it, or its endpoint is (or was, for it) disabled — then it is recorded skipped here.
+   */
+  private async skipped(delivery: DeliveryToSend | null, round: number): Promise<string | null> {
+    if (!delivery) return 'skipped: delivery or endpoint deleted';
+    if (delivery.skip === 'endpoint_disabled') {
+      await skipWebhookDelivery(this.db.manager, delivery.id, round, ENDPOINT_DISABLED_SKIP);
+      return 'skipped: endpoint disabled';
+    }
+    return delivery.skip ? `skipped: ${delivery.skip}` : null;
   }
 
   /** Records one attempt's outcome; a failure that will be retried throws (BullMQ's backoff). */
@@ -225,12 +234,15 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     return recorded.state;
   }
 
-  /** The attempt's outcome; `deleted` when the endpoint (or the delivery) was deleted before anything was sent. */
+  /**
+   * The attempt's outcome; `skipped` (why) when the delivery, read again before signing, is no longer to be sent (its
+   * endpoint deleted or disabled, or the delivery settled, since it was read).
+   */
   private async post(
     delivery: DeliveryToSend,
     round: number,
     secret: string,
-  ): Promise<{ outcome: AttemptOutcome; retryable: boolean } | 'deleted'> {
+  ): Promise<{ outcome: AttemptOutcome; retryable: boolean } | { skipped: string }> {
     // The tenant's http allowlist and the SSRF rules apply to every send, not only when the endpoint was created: an
     // allowlist entry removed since then, or a host now resolving to a private address, stops the delivery.
     const target = checkTarget(
@@ -244,8 +256,14 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     if (reserved) return { outcome: { ok: false, status: null, error: reserved }, retryable: false };
     // Read again after the checks, right before signing: an endpoint deleted since the delivery was read (the
     // allowlist read above can wait on a busy database) is sent nothing once its delete has answered — its secret is
-    // gone. What is left between this read and the request is the address lookup and the connect.
-    if (!(await loadDeliveryToSend(this.db.manager, this.cipher, delivery.id, round))) return 'deleted';
+    // gone; nor one disabled meanwhile (the disable skipped the delivery, and an enable since must not send it), nor a
+    // delivery another attempt settled. What is left between this read and the request is the address lookup and the
+    // connect.
+    const skipped = await this.skipped(
+      await loadDeliveryToSend(this.db.manager, this.cipher, delivery.id, round),
+      round,
+    );
+    if (skipped !== null) return { skipped };
     let refused: string | null = null;
     const body = delivery.body;
     const sentAt = new Date();
