@@ -127,7 +127,7 @@ WITH moved AS (
 -- decisionWithMove
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $7, terminal_reason = $8
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE))
          RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $14::int, updated_at = clock_timestamp()
@@ -147,7 +147,7 @@ WITH moved AS (
 -- resolutionVerified
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), evidence = coalesce(evidence, '{}'::jsonb) || $5::jsonb, obligation = coalesce(obligation, '{}'::jsonb) || $6::jsonb, status = $9
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND rejected_at IS NULL AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $7 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $8
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND rejected_at IS NULL AND (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $7 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $8
          RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $15::int, updated_at = clock_timestamp()
@@ -167,9 +167,9 @@ WITH moved AS (
 -- resolutionReleased
 WITH stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $5::jsonb, '{resolution,at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND CASE WHEN (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
                     AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
-                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp())) AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
+                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()))) ELSE false END AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
          RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
@@ -193,7 +193,7 @@ SELECT 1 FROM tenants WHERE id = $1 FOR SHARE;
 
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE) AND md5(jsonb_build_array(operations.status, operations.terminal_reason, operations.attempt, operations.approval,
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) AND (md5(jsonb_build_array(operations.status, operations.terminal_reason, operations.attempt, operations.approval,
        operations.obligation - 'rechecks' - 'escalated_at', operations.evidence,
        operations.acknowledged_at IS NOT NULL, operations.rejected_at IS NOT NULL)::text
        || CASE WHEN EXISTS (SELECT 1 FROM verity_retry_chain_locked(operations.retry_of, operations.tenant_id) chain WHERE chain.status = 'FAILED'
@@ -201,7 +201,7 @@ WITH moved AS (
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
        || CASE WHEN coalesce(operations.approval, 'null'::jsonb) = 'null'::jsonb AND NOT operations.requires_approval
           AND (operations.status = 'PREPARED'
-               OR (operations.status = 'MANUAL_REVIEW' AND operations.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = operations.tenant_id FOR SHARE), '') ELSE '' END) = ANY($7::text[])
+               OR (operations.status = 'MANUAL_REVIEW' AND operations.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = operations.tenant_id FOR SHARE), '') ELSE '' END) = ANY($7::text[]))
          RETURNING id, execution_id, tenant_id, created_at
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()

@@ -297,6 +297,9 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): SendCo
   ];
 }
 
+/** The SQL conditions ANDed, each in parentheses. */
+const and = (sqls: readonly string[]) => sqls.map((sql) => `(${sql})`).join(' AND ');
+
 /**
  * The conditions as one SQL boolean ANDed into the statement that commits SENT (or the move that refuses a send). Postgres
  * evaluates ANDed conditions in whatever order its planner puts them (by estimated cost), so a condition that reads the
@@ -307,12 +310,21 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): SendCo
  * the clock, and stay ANDed around it where the planner likes them (its pulled-up join of the execution's status).
  */
 export function sendGuardSql(conditions: readonly SendCondition[]): string {
-  const and = (sqls: readonly string[]) => sqls.map((sql) => `(${sql})`).join(' AND ');
   const sqlOf = (evaluation: SendCondition['evaluation']) =>
     conditions.filter((c) => c.evaluation === evaluation).map((c) => c.sql);
   const [rest, waits, clock] = [sqlOf(undefined), sqlOf('may-wait'), sqlOf('reads-clock')];
   if (clock.length === 0) return and([...rest, ...waits]);
-  return and([...rest, `CASE WHEN ${waits.length === 0 ? 'true' : and(waits)} THEN ${and(clock)} ELSE false END`]);
+  return and([...rest, clockAfterWaits(waits, clock)]);
+}
+
+/**
+ * SQL: every condition of `waits` (each may wait for a row lock) and of `clock` (each reads the database's clock), the
+ * clock read only after every wait: `CASE WHEN <waits> THEN <clock> ELSE false END` (sendGuardSql says why ANDed
+ * conditions give no such order). Also for a person's decision that holds only before a deadline (TransitionService).
+ */
+export function clockAfterWaits(waits: readonly string[], clock: readonly string[]): string {
+  if (clock.length === 0) return waits.length === 0 ? 'true' : and(waits);
+  return `CASE WHEN ${waits.length === 0 ? 'true' : and(waits)} THEN ${and(clock)} ELSE false END`;
 }
 
 /**

@@ -5,7 +5,7 @@ import { waitFor } from '../../../test/support/stack';
 import { withSessions } from '../../../test/support/sessions';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { preparedSnapshot } from '../../../test/support/sends';
-import { FindOptionsWhere } from 'typeorm';
+import { FindOptionsWhere, QueryRunner } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
 import { findOperationWithVersion, lockOperationAtVersion } from './store';
@@ -869,6 +869,59 @@ describe('TransitionService (real Postgres)', () => {
     expect((await decideOn([shown, current])).won).toBe(true);
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
     expect(await versionNow()).not.toBe(current);
+  });
+
+  it('decide: an approve that waits for a row it share-locks while its execution\u2019s deadline passes is not written', async () => {
+    // The clock is read after every wait (clockAfterWaits): judged first by the planner's order, the deadline was still
+    // ahead when the statement started, and the approval was written after it had passed.
+    const deadlinePassedWhileWaiting = async (
+      executionId: string,
+      hold: (holder: QueryRunner) => Promise<unknown>,
+      decide: () => Promise<{ won: boolean }>,
+    ) => {
+      await db.dataSource.query(
+        `UPDATE executions SET deadline_at = clock_timestamp() + interval '1500 milliseconds' WHERE id = $1`,
+        [executionId],
+      );
+      return withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        await hold(holder);
+        let answered = false;
+        const deciding = decide().finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        await waitFor(
+          async () =>
+            (
+              (await db.dataSource.query(
+                `SELECT clock_timestamp() > deadline_at AS past FROM executions WHERE id = $1`,
+                [executionId],
+              )) as { past: boolean }[]
+            )[0].past,
+          (past) => past,
+        );
+        expect(answered).toBe(false);
+        await holder.commitTransaction();
+        return deciding;
+      });
+    };
+    // On a version: a link of its chain of retries held by a writer that changes nothing the version covers.
+    const { original, retry, shown } = await retryOfFailed();
+    const onVersion = await deadlinePassedWhileWaiting(
+      retry.executionId,
+      (holder) => holder.query(`SELECT id FROM operations WHERE id = $1 FOR UPDATE`, [original.operationId]),
+      () => decideApproval(retry.operationId, 'approve', { whileBeforeDeadline: true, whileVersionIn: [shown] }),
+    );
+    expect(onVersion.won).toBe(false);
+    expect(await eventsWhere({ executionId: retry.executionId, type: 'approval.decided' })).toHaveLength(0);
+    // Without one: the reviewer's key row, held by a writer that leaves it unrevoked.
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const plain = await deadlinePassedWhileWaiting(
+      executionId,
+      (holder) => holder.query(`SELECT id FROM api_keys WHERE id = $1 FOR UPDATE`, [reviewerKey]),
+      () => decideApproval(operationId, 'approve', { whileBeforeDeadline: true }),
+    );
+    expect(plain.won).toBe(false);
+    expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
   });
 
   it('decide: a decision with versions it may not be made on (If-None-Match) is refused at one, also one reached while it waited', async () => {

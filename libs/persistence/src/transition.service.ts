@@ -18,7 +18,13 @@ import { trace } from '@opentelemetry/api';
 import { intakeToSettled, intakeToVerified, newId, transitionsCounter } from '@verity/platform';
 import { afterCommit, eventsWritten } from './event-signal';
 import { operationVersionOf } from './operation-version';
-import { SendGuard, executionCarriesOutRelease, sendGuardConditions, sendGuardSql } from './send-guard';
+import {
+  SendGuard,
+  clockAfterWaits,
+  executionCarriesOutRelease,
+  sendGuardConditions,
+  sendGuardSql,
+} from './send-guard';
 import { Queryable, isoInstant, rows, sqlLiterals, withinTransaction } from './sql';
 
 /** Columns a transition may set alongside the status. Anything else is not the transition's business. */
@@ -795,26 +801,33 @@ export class TransitionService {
     // Nor a person's VERIFIED for a send the provider rejected, also when its answer was recorded after this decision's
     // read (a late 4xx landing between the read and this write): checked in the statement.
     if (move && requiresUnrejected(move.to, 'human')) unchanged += ' AND rejected_at IS NULL';
+    // Conditions that share-lock rows another writer may hold (`waits`), and those that read the clock (`clock`): the
+    // clock is read only after every wait (clockAfterWaits), or a decision that waited past its deadline was written.
+    const waits: string[] = [];
+    const clock: string[] = [];
     params.push(input.byKey);
-    unchanged += ` AND EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $${params.length} AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)`;
+    waits.push(
+      `EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $${params.length} AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)`,
+    );
     if (input.whileBeforeDeadline) {
-      unchanged += ` AND EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > clock_timestamp())`;
+      clock.push(
+        `EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > clock_timestamp())`,
+      );
     }
-    if (input.whileExecutionCarriesOutRelease) {
-      unchanged += ` AND ${executionCarriesOutRelease('operations.execution_id')}`;
-    }
+    if (input.whileExecutionCarriesOutRelease) clock.push(executionCarriesOutRelease('operations.execution_id'));
     if (input.whileRequestedAt !== undefined) {
       params.push(input.whileRequestedAt);
       unchanged += ` AND approval->>'requested_at' = $${params.length}::text`;
     }
     if (input.whileVersionIn !== undefined) {
       params.push(input.whileVersionIn);
-      unchanged += ` AND ${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`;
+      waits.push(`${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`);
     }
     if (input.whileVersionNotIn !== undefined) {
       params.push(input.whileVersionNotIn);
-      unchanged += ` AND NOT ${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`;
+      waits.push(`NOT ${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`);
     }
+    unchanged += ` AND ${clockAfterWaits(waits, clock)}`;
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
       unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;
