@@ -11,7 +11,18 @@ export interface RawJsonIssue {
   rule: 'duplicate_key' | 'exact_number';
 }
 
-type Frame = { kind: 'object'; keys: Set<string>; key: string | null } | { kind: 'array'; index: number };
+type Frame = ({ kind: 'object'; keys: Set<string>; key: string | null } | { kind: 'array'; index: number }) & Along;
+
+/**
+ * Where a value (or an open frame) lies against the path a scan follows: `depth`, how many segments lead to it (each
+ * open array's index, each open object's member once named); `onPath`, whether those segments and the path lead one to
+ * the other (or are the same). A frame's own is decided when it opens (the frames around it do not change while it is
+ * open), so a value's is known from the innermost frame alone, whatever the nesting: no walk of the whole stack.
+ */
+interface Along {
+  depth: number;
+  onPath: boolean;
+}
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -35,14 +46,11 @@ const BACKSLASH = 0x5c;
  * One pass, no recursion; a text that is not JSON gives null and is left to the parser to refuse.
  */
 export function rawJsonIssue(text: string, within?: readonly string[]): RawJsonIssue | null {
-  const counts = (segments: readonly (string | number)[]) => within === undefined || onOnePath(segments, within);
-  return scan<RawJsonIssue>(text, {
-    name: (stack, name, repeated) =>
-      repeated && counts([...segmentsOf(stack.slice(0, -1)), name])
-        ? { field: pathOf(stack, name), rule: 'duplicate_key' }
-        : null,
-    number: (stack, literal) =>
-      !keptExactly(literal) && counts(segmentsOf(stack)) ? { field: pathOfValue(stack), rule: 'exact_number' } : null,
+  return scan<RawJsonIssue>(text, within ?? [], {
+    name: (stack, name, repeated, along) =>
+      repeated && along.onPath ? { field: pathOf(stack, name), rule: 'duplicate_key' } : null,
+    number: (stack, literal, along) =>
+      !keptExactly(literal) && along.onPath ? { field: pathOfValue(stack), rule: 'exact_number' } : null,
   });
 }
 
@@ -53,24 +61,27 @@ export function rawJsonIssue(text: string, within?: readonly string[]): RawJsonI
  * path gives the first; rawJsonIssue says where that is so.
  */
 export function rawJsonNumberAt(text: string, at: readonly string[]): string | null {
-  return scan<string>(text, {
-    number: (stack, literal) => {
-      const segments = segmentsOf(stack);
-      return segments.length === at.length && onOnePath(segments, at) ? literal : null;
-    },
+  return scan<string>(text, at, {
+    number: (_, literal, along) => (along.depth === at.length && along.onPath ? literal : null),
   });
 }
 
 /** What a scan of a JSON text reports; the first non-null answer ends it. */
 interface JsonVisitor<T> {
-  /** A member's name, as JSON reads it, with the open frames (the innermost its object); `repeated`: named before. */
-  name?: (stack: readonly Frame[], name: string, repeated: boolean) => T | null;
-  /** A number literal as written, with the open frames around it. */
-  number?: (stack: readonly Frame[], literal: string) => T | null;
+  /**
+   * A member's name, as JSON reads it, with the open frames (the innermost its object); `repeated`: named before;
+   * `along`: where the member's value lies against the scan's path.
+   */
+  name?: (stack: readonly Frame[], name: string, repeated: boolean, along: Along) => T | null;
+  /** A number literal as written, with the open frames around it and where it lies against the scan's path. */
+  number?: (stack: readonly Frame[], literal: string, along: Along) => T | null;
 }
 
-/** One pass over a JSON text, no recursion; a text that is not JSON gives null and is left to the parser to refuse. */
-function scan<T>(text: string, visit: JsonVisitor<T>): T | null {
+/**
+ * One pass over a JSON text, no recursion; a text that is not JSON gives null and is left to the parser to refuse.
+ * Linear in the text, however deep it nests: each value is placed against `path` from its innermost frame (Along).
+ */
+function scan<T>(text: string, path: readonly string[], visit: JsonVisitor<T>): T | null {
   const stack: Frame[] = [];
   let expectingName = false;
   for (let i = 0; i < text.length; i += 1) {
@@ -92,7 +103,7 @@ function scan<T>(text: string, visit: JsonVisitor<T>): T | null {
       if (name === null) return null;
       const repeated = top.keys.has(name);
       if (!repeated) top.keys.add(name);
-      const found = visit.name?.(stack, name, repeated) ?? null;
+      const found = visit.name?.(stack, name, repeated, along(top, name, path)) ?? null;
       if (found !== null) return found;
       top.key = name;
       continue;
@@ -100,15 +111,18 @@ function scan<T>(text: string, visit: JsonVisitor<T>): T | null {
     if (c === 0x2d /* - */ || (c >= 0x30 && c <= 0x39)) {
       const start = i;
       while (i + 1 < text.length && NUMBER_CHAR.test(text[i + 1])) i += 1;
-      const found = visit.number?.(stack, text.slice(start, i + 1)) ?? null;
+      const top = stack[stack.length - 1];
+      const found = visit.number?.(stack, text.slice(start, i + 1), along(top, segmentOf(top), path)) ?? null;
       if (found !== null) return found;
       continue;
     }
     if (c === 0x7b /* { */) {
-      stack.push({ kind: 'object', keys: new Set(), key: null });
+      const top = stack[stack.length - 1];
+      stack.push({ kind: 'object', keys: new Set(), key: null, ...along(top, segmentOf(top), path) });
       expectingName = true;
     } else if (c === 0x5b /* [ */) {
-      stack.push({ kind: 'array', index: 0 });
+      const top = stack[stack.length - 1];
+      stack.push({ kind: 'array', index: 0, ...along(top, segmentOf(top), path) });
       expectingName = false;
     } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) {
       stack.pop();
@@ -166,28 +180,25 @@ function memberName(literal: string, escaped: boolean): string | null {
   }
 }
 
-/** The segments of the value being read: each open object's member (a name), each open array's index (a number). */
-function segmentsOf(frames: readonly Frame[]): (string | number)[] {
-  const segments: (string | number)[] = [];
-  for (const frame of frames) {
-    if (frame.kind === 'array') segments.push(frame.index);
-    else if (frame.key !== null) segments.push(frame.key);
-  }
-  return segments;
+/** The segment `frame` gives the value being read in it: an array's index (a number), an object's member (a name). */
+function segmentOf(frame: Frame | undefined): string | number | null {
+  if (!frame) return null;
+  return frame.kind === 'array' ? frame.index : frame.key;
 }
 
 /**
- * Whether the path being read and the path `within` lead one to the other (or are the same). An index is matched as
- * readField reads a segment of an array, by its number (`01` is element 1); a member by its name as written.
+ * Where a value read inside `frame` (none: the whole text) whose own segment there is `segment` (null: none, an object
+ * before its first name) lies against `path`. An index is matched as readField reads a segment of an array, by its
+ * number (`01` is element 1); a member by its name as written. Past the path's end a value is inside what it names.
  */
-function onOnePath(read: readonly (string | number)[], within: readonly string[]): boolean {
-  const shorter = Math.min(read.length, within.length);
-  for (let i = 0; i < shorter; i += 1) {
-    const at = read[i];
-    const same = typeof at === 'number' ? /^[0-9]+$/.test(within[i]) && Number(within[i]) === at : at === within[i];
-    if (!same) return false;
-  }
-  return true;
+function along(frame: Frame | undefined, segment: string | number | null, path: readonly string[]): Along {
+  if (!frame) return { depth: 0, onPath: true };
+  if (segment === null) return { depth: frame.depth, onPath: frame.onPath };
+  const wanted = path[frame.depth];
+  const same =
+    wanted === undefined ||
+    (typeof segment === 'number' ? /^[0-9]+$/.test(wanted) && Number(wanted) === segment : segment === wanted);
+  return { depth: frame.depth + 1, onPath: frame.onPath && same };
 }
 
 /** Paths as validation errors name fields; a path too long to be worth reading (a body nested thousands deep) is cut. */
