@@ -285,6 +285,12 @@ describe('a provider whose reference is a number in JSON', () => {
       ['{"id":1e3}', undefined],
       ['{"id":7.0}', undefined],
       ['{"id":-0}', undefined],
+      // JSON.parse keeps the last of two names, the text's scan meets the first: no reference from either.
+      ['{"id":1,"id":2}', undefined],
+      ['{"id":1,"\\u0069d":2}', undefined],
+      ['{"\\u0069d":1,"id":2}', undefined],
+      ['{ "\\u0069d" : 5 }', '5'],
+      ['{"note":"\\"id\\":9","data":{"id":8},"list":[{"id":7}],"id":3}', '3'],
     ])('%s: the reference kept is %s', async (body, ref) => {
       answer = body;
       const outcome = await http.send(request(), env());
