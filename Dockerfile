@@ -28,4 +28,6 @@ COPY --from=build /app/dist ./dist
 # Code and dependencies stay owned by root and read-only to the process: it runs as the image's unprivileged user.
 USER node
 EXPOSE 3000 4010 9101 9102
-CMD ["node", "dist/apps/api/src/main.js"]
+# The image's own command is the API: with its node flags (appNodeArgs('api')), which on the command line win over the
+# workers' NODE_OPTIONS above. docker-compose.yml names each service's command (and the API's flags) itself.
+CMD ["node", "--max-old-space-size=128", "--max-semi-space-size=8", "dist/apps/api/src/main.js"]

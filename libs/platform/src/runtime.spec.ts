@@ -72,6 +72,20 @@ describe('the Node flags each app runs with', () => {
     expect(semiSpaceMb(image.split(' '))).toBe(16);
   });
 
+  // `docker run verity:local` (or any deployment of the image that names no command) runs the image's CMD: its app has
+  // its own flags there, the image's NODE_OPTIONS first and flags on the command line after them (the later wins).
+  it("are the app's for the image's own command (CMD)", () => {
+    const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
+    const commands = [...dockerfile.matchAll(/^CMD (\[.*\])$/gm)].map((m) => JSON.parse(m[1]) as string[]);
+    expect(commands).toHaveLength(1);
+    const [node, ...rest] = commands[0];
+    expect(node).toBe('node');
+    const app = appOf(rest[rest.length - 1]);
+    const effective = [...imageNodeOptions().split(' '), ...rest.slice(0, -1)];
+    expect(heapLimitMb(effective)).toBe(heapLimitMb(appNodeArgs(app)));
+    expect(semiSpaceMb(effective)).toBe(APP_SEMI_SPACE_MB[app]);
+  });
+
   it("are each app's in docker-compose.yml: every service that runs an app's build, with its NODE_OPTIONS or the image's", () => {
     const compose = readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8');
     const [common, services] = compose.split(/^services:$/m);
