@@ -304,7 +304,7 @@ describe("a provider whose replay mark (Idempotent-Replayed) can't be read one w
   const provider = rawProvider();
   const payments = new SandboxPaymentsConnector();
   const env = (): ConnectorEnvironment => ({ sandboxUrl: provider.local.url, timeoutMs: 2_000 });
-  const answering = (marks: string[], amount: number) => {
+  const answering = (marks: string[], amount: number | string) => {
     const body = `{"id":"ch_9","reference":"order-op_mark","amount":${amount},"currency":"EUR","version":1}`;
     provider.answer = (socket) =>
       socket.write(
@@ -332,6 +332,30 @@ describe("a provider whose replay mark (Idempotent-Replayed) can't be read one w
     answering(['Idempotent-Replayed: true'], 5000);
     await expect(payments.send(charge('op_mark'), env())).resolves.toMatchObject({ status: OperationStatus.FAILED });
   });
+
+  // JSON writes one number many ways: the amount asked for, however written, is this request's amount (a replay of its
+  // charge, acknowledged); a number that is not it is another charge.
+  it.each(['100', '1e2', '1.00E+2', '100.0', '10000e-2'])(
+    'given once as "true", with the amount asked for written %s: the replay of this charge, acknowledged',
+    async (amount) => {
+      answering(['Idempotent-Replayed: true'], amount);
+      await expect(payments.send(charge('op_mark'), env())).resolves.toMatchObject({
+        status: OperationStatus.ACKNOWLEDGED,
+        providerRef: { id: 'ch_9', replayed: true },
+      });
+    },
+  );
+
+  it.each(['100.5', '1e3', '-100'])(
+    'given once as "true", with another amount written %s: another charge, no charge was made for this one',
+    async (amount) => {
+      answering(['Idempotent-Replayed: true'], amount);
+      await expect(payments.send(charge('op_mark'), env())).resolves.toMatchObject({
+        status: OperationStatus.FAILED,
+        reason: TerminalReason.CONNECTOR_REJECTED,
+      });
+    },
+  );
 
   it('given once as "false", or not at all, it is no replay: acknowledged', async () => {
     for (const marks of [['Idempotent-Replayed: false'], []]) {
