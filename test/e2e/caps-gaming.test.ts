@@ -1,0 +1,136 @@
+import { DEMO, Stack, waitFor } from '../support/stack';
+import { charge, unique } from '../support/http';
+import { Call, Execution, recordingClient, settled, submitOps } from './connectors-support';
+
+/**
+ * An agent trying to spend past a tenant's amount cap on sandbox.payments: a charge whose outcome is unknown (the
+ * provider timed out after committing, and its record cannot be read) counts while unsettled — the money may have
+ * moved; 64 executions submitted at once, and many charges in one execution, charge no more than the room the cap
+ * leaves (by the provider's own record); and a reviewer's resolution cannot change an operation's amount, nor can an
+ * agent's key make one.
+ */
+describe('amount caps an agent tries to game', () => {
+  let stack: Stack;
+  let call: Call;
+
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'capgaming', dispatchers: 2 });
+    ({ call } = recordingClient(stack));
+  });
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  /** Sets the cap to leave exactly `room` EUR beyond what the window has counted; answers what it had counted. */
+  const leaveRoom = async (room: number): Promise<number> => {
+    const put = async (max_amount: number) => {
+      const res = await call<{ usage: { amount: number }[] }>('PUT', '/v1/admin/connector-settings/sandbox.payments', {
+        key: DEMO.admin,
+        body: { spending_caps: [{ period: 'day', max_amount, amount_field: 'amount', currency: 'EUR' }] },
+      });
+      expect(res.status).toBe(200);
+      return res.body.usage[0].amount;
+    };
+    const used = await put(1e15);
+    await put(used + room);
+    return used;
+  };
+  const chargedAt = async (refs: string[]) => {
+    const effects = await stack.effects();
+    return refs.map((ref) => effects.charges[ref]?.amounts ?? []);
+  };
+
+  it('counts a charge whose outcome is unknown while it is unsettled: the next one beyond the room is never sent', async () => {
+    const used = await leaveRoom(3000);
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', probability: 1 }],
+      read_fault: 'unavailable',
+    });
+    const unknownRef = unique('cap-unknown');
+    const first = await submitOps(call, [
+      charge(unknownRef, { params: { amount: 2000, currency: 'EUR', reference: unknownRef } }),
+    ]);
+    const held = await waitFor(
+      async () => (await call<Execution>('GET', `/v1/executions/${first.id}`)).body.operations[0],
+      (op) => op.attempt > 0 && ['UNKNOWN', 'MANUAL_REVIEW'].includes(op.status),
+      45_000,
+    );
+    expect(held.status).not.toBe('VERIFIED');
+    // The provider did charge it, though nothing could read that back.
+    expect(await chargedAt([unknownRef])).toEqual([[2000]]);
+    await stack.setFaults({ rules: [], replica_lag_ms: 0, read_fault: 'unavailable' });
+
+    const usage = await call<{ usage: { amount: number; operations: number }[] }>(
+      'GET',
+      '/v1/admin/connector-settings/sandbox.payments',
+      { key: DEMO.admin },
+    );
+    expect(usage.body.usage[0].amount).toBe(used + 2000);
+    const secondRef = unique('cap-after-unknown');
+    const second = await settled(call, (await submitOps(call, [charge(secondRef)])).id);
+    expect(second.operations[0]).toMatchObject({
+      status: 'CANCELLED',
+      attempt: 0,
+      evidence: expect.objectContaining({ method: 'spending_cap', rule: 'max_amount', requested: 1250 }),
+    });
+    expect(await chargedAt([secondRef])).toEqual([[]]);
+    await stack.setFaults({ rules: [], replica_lag_ms: 0, read_fault: null });
+  });
+
+  it('64 executions submitted at once charge exactly the room the cap leaves, by the provider’s record', async () => {
+    await leaveRoom(10 * 1250);
+    const refs = Array.from({ length: 64 }, () => unique('cap-burst'));
+    const submitted = await Promise.all(refs.map((ref) => submitOps(call, [charge(ref)])));
+    const done = await Promise.all(submitted.map((e) => settled(call, e.id, 120_000)));
+    const ops = done.map((e) => e.operations[0]);
+    const charged = (await chargedAt(refs)).flat();
+    expect(charged.reduce((sum, amount) => sum + amount, 0)).toBe(10 * 1250);
+    expect(charged).toHaveLength(10);
+    const refused = ops.filter((op) => op.status === 'CANCELLED');
+    expect(refused).toHaveLength(54);
+    expect(refused.map((op) => [op.attempt, (op.evidence as { rule?: string }).rule])).toEqual(
+      refused.map(() => [0, 'max_amount']),
+    );
+  });
+
+  it('many small charges in one execution charge no more than the room', async () => {
+    await leaveRoom(2000);
+    const refs = Array.from({ length: 8 }, () => unique('cap-small'));
+    const created = await submitOps(
+      call,
+      refs.map((ref, i) => ({
+        ...charge(ref, { params: { amount: 500, currency: 'EUR', reference: ref } }),
+        key: `c${i}`,
+      })),
+    );
+    const done = await settled(call, created.id, 60_000);
+    const charged = (await chargedAt(refs)).flat();
+    expect(charged).toEqual([500, 500, 500, 500]);
+    expect(done.operations.filter((op) => op.status === 'CANCELLED')).toHaveLength(4);
+  });
+
+  it('a resolution carries no amount, and an agent’s key decides nothing', async () => {
+    const created = await submitOps(call, [charge(unique('cap-held'), { requires_approval: true })]);
+    const opId = created.operations[0].id;
+    const withAmount = await call<{ errors?: { field: string }[] }>('POST', `/v1/operations/${opId}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'SENT', evidence: 'checked', amount: 1 },
+    });
+    expect(withAmount.status).toBe(400);
+    for (const [path, body] of [
+      ['approval', { decision: 'approve' }],
+      ['approval', { decision: 'deny', reason: 'no' }],
+      ['resolve', { status: 'CANCELLED', evidence: 'mine' }],
+      ['recheck', {}],
+    ] as const) {
+      const res = await call<{ type: string }>('POST', `/v1/operations/${opId}/${path}`, { key: DEMO.agent, body });
+      expect({ path, status: res.status, type: res.body.type }).toEqual({
+        path,
+        status: 403,
+        type: 'https://verity.dev/problems/forbidden',
+      });
+    }
+    const op = (await call<Execution>('GET', `/v1/executions/${created.id}`)).body.operations[0];
+    expect(op).toMatchObject({ status: 'PREPARED', attempt: 0, params: expect.objectContaining({ amount: 1250 }) });
+  });
+});
