@@ -109,6 +109,34 @@ describe('amount caps an agent tries to game', () => {
     expect(done.operations.filter((op) => op.status === 'CANCELLED')).toHaveLength(4);
   });
 
+  it('a charge the provider recorded above what was asked counts the record, also once a reviewer resolved it VERIFIED', async () => {
+    const used = await leaveRoom(1e6);
+    await stack.setFaults({ read_fault: 'amount_mismatch' });
+    const ref = unique('cap-mismatch');
+    const created = await submitOps(call, [charge(ref)]);
+    const held = await waitFor(
+      async () => (await call<Execution>('GET', `/v1/executions/${created.id}`)).body.operations[0],
+      (op) => op.status === 'MANUAL_REVIEW',
+      45_000,
+    );
+    expect(held.terminal_reason).toBe('INTEGRITY_MISMATCH');
+    const usage = async () =>
+      (
+        await call<{ usage: { amount: number }[] }>('GET', '/v1/admin/connector-settings/sandbox.payments', {
+          key: DEMO.admin,
+        })
+      ).body.usage[0].amount;
+    // The provider's record says 1251 for the 1250 asked (read_fault amount_mismatch).
+    expect(await usage()).toBe(used + 1251);
+    await stack.setFaults({ rules: [], replica_lag_ms: 0, read_fault: null });
+    const resolved = await call('POST', `/v1/operations/${held.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'VERIFIED', evidence: 'the provider charged 12.51; accepted' },
+    });
+    expect(resolved.status).toBe(200);
+    expect(await usage()).toBe(used + 1251);
+  });
+
   it('a resolution carries no amount, and an agent’s key decides nothing', async () => {
     const created = await submitOps(call, [charge(unique('cap-held'), { requires_approval: true })]);
     const opId = created.operations[0].id;
