@@ -137,7 +137,7 @@ describe('amount caps an agent tries to game', () => {
     expect(await usage()).toBe(used + 1251);
   });
 
-  it('a resolution carries no amount, and an agent’s key decides nothing', async () => {
+  it('a resolution carries no amount, an agent’s key decides nothing, and a reviewer’s key asks for no charge', async () => {
     const created = await submitOps(call, [charge(unique('cap-held'), { requires_approval: true })]);
     const opId = created.operations[0].id;
     const withAmount = await call<{ errors?: { field: string }[] }>('POST', `/v1/operations/${opId}/resolve`, {
@@ -160,5 +160,15 @@ describe('amount caps an agent tries to game', () => {
     }
     const op = (await call<Execution>('GET', `/v1/executions/${created.id}`)).body.operations[0];
     expect(op).toMatchObject({ status: 'PREPARED', attempt: 0, params: expect.objectContaining({ amount: 1250 }) });
+    // Nor does a reviewer ask for a charge it could then approve: its key neither submits nor retries.
+    const cancelled = await call('POST', `/v1/executions/${created.id}/cancel`, { key: DEMO.reviewer, body: {} });
+    expect(cancelled.status).toBe(200);
+    const retried = await call<{ type: string }>('POST', `/v1/operations/${opId}/retry`, { key: DEMO.reviewer });
+    expect([retried.status, retried.body.type]).toEqual([403, 'https://verity.dev/problems/forbidden']);
+    const submitted = await call('POST', '/v1/executions', {
+      key: DEMO.reviewer,
+      body: { agent_id: 'a', intent: 'i', operations: [charge(unique('cap-reviewer'))] },
+    });
+    expect(submitted.status).toBe(403);
   });
 });
