@@ -1,7 +1,8 @@
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { httpOp, startTarget } from './connectors-support';
-import { resetSandbox, submit, waitForOp } from './dispatcher-helpers';
+import { createApiKey } from '@verity/persistence';
+import { events, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
 /**
  * An approval threshold is "strictly above": an amount at it goes out at once, one a hair above it waits for a
@@ -101,5 +102,45 @@ describe('approval threshold edges', () => {
     } finally {
       for (const res of [at, atExp, above, aboveExp]) if (res.status === 201) await cancel(res.body.id);
     }
+  });
+
+  it('two reviewers approving and denying at the same instant: one wins, the other is told who decided what', async () => {
+    const [first, second] = await Promise.all(
+      ['one', 'two'].map((label) =>
+        createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role: 'reviewer', label: `reviewer ${label}` }),
+      ),
+    );
+    const created = await Promise.all(
+      Array.from({ length: 8 }, () => submit(stack, [charge(unique('thr-race'), { requires_approval: true })])),
+    );
+    for (const [trial, execution] of created.entries()) {
+      const op = await waitForOp(stack, execution.id, 'charge', (o) => o.approval?.state === 'requested');
+      const sides = [
+        { key: first, decision: 'approve' },
+        { key: second, decision: 'deny' },
+      ];
+      if (trial % 2) sides.reverse();
+      const answers = await Promise.all(
+        sides.map(({ key, decision }) =>
+          http<{ type?: string; decision?: string; decided_by?: string }>(
+            stack.apiUrl,
+            'POST',
+            `/v1/operations/${op.id}/approval`,
+            { key: key.key, body: { decision, reason: 'looked at it' } },
+          ),
+        ),
+      );
+      const won = answers.findIndex((a) => a.status === 200);
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+      const winner = sides[won];
+      expect(answers[1 - won].body).toMatchObject({
+        type: 'https://verity.dev/problems/already-decided',
+        decision: winner.decision,
+        decided_by: winner.key.id,
+      });
+      const decided = (await events(stack, execution.id)).filter((e) => e.type === 'approval.decided');
+      expect(decided.map((e) => [e.data.decision, e.data.by])).toEqual([[winner.decision, winner.key.id]]);
+    }
+    for (const execution of created) await cancel(execution.id);
   });
 });
