@@ -241,6 +241,23 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     expect(await sendUnderCap('next-999', 999)).toBe(false);
   });
 
+  it('counts a send made just before its window rolls until the window has passed it, and not a moment longer', async () => {
+    const sentAt = (key: string, ago: string) =>
+      db.dataSource.query(
+        `UPDATE connector_spend SET spent_at = clock_timestamp() - $2::interval
+         WHERE operation_id = (SELECT id FROM operations WHERE key = $1)`,
+        [key, ago],
+      );
+    expect(await sendUnderCap('day-old', 1000)).toBe(true);
+    // Sent a day ago less a few seconds: still in the day's window, the cap is used up.
+    await sentAt('day-old', '1 day - 5 seconds');
+    expect(await sendUnderCap('inside', 0.01)).toBe(false);
+    // A moment later it has rolled out of the window: the day's whole amount is free again, and no more than it.
+    await sentAt('day-old', '1 day 00:00:00.001');
+    expect(await sendUnderCap('rolled', 1000)).toBe(true);
+    expect(await sendUnderCap('past-rolled', 0.01)).toBe(false);
+  });
+
   it('sends up to the cap exactly, and nothing beyond it, however small', async () => {
     expect(await sendUnderCap('most', 999.9)).toBe(true);
     expect(await sendUnderCap('rest', 0.1)).toBe(true); // 999.9 + 0.1 is 1000 exactly: within the cap
