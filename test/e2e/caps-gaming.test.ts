@@ -109,6 +109,30 @@ describe('amount caps an agent tries to game', () => {
     expect(done.operations.filter((op) => op.status === 'CANCELLED')).toHaveLength(4);
   });
 
+  it('a declined charge and its declined retry count no money; the charge that follows still has the whole room', async () => {
+    const used = await leaveRoom(2000);
+    const of = (reference: string) => charge(reference, { params: { amount: 2000, currency: 'EUR', reference } });
+    const declined = await settled(call, (await submitOps(call, [of(unique('decline-cap-retry'))])).id);
+    expect(declined.operations[0]).toMatchObject({ status: 'FAILED', attempt: 1, commit: 'rejected' });
+    const retried = await call<{ execution: { id: string } }>(
+      'POST',
+      `/v1/operations/${declined.operations[0].id}/retry`,
+    );
+    expect(retried.status).toBe(201);
+    const again = await settled(call, retried.body.execution.id);
+    expect(again.operations[0]).toMatchObject({ status: 'FAILED', commit: 'rejected' });
+    const ref = unique('after-retries');
+    const charged = await settled(call, (await submitOps(call, [of(ref)])).id);
+    expect(charged.operations[0]).toMatchObject({ status: 'VERIFIED', attempt: 1 });
+    const over = await settled(call, (await submitOps(call, [of(unique('past-room'))])).id);
+    expect(over.operations[0]).toMatchObject({ status: 'CANCELLED', attempt: 0 });
+    expect(await chargedAt([ref])).toEqual([[2000]]);
+    const usage = await call<{ usage: { amount: number }[] }>('GET', '/v1/admin/connector-settings/sandbox.payments', {
+      key: DEMO.admin,
+    });
+    expect(usage.body.usage[0].amount).toBe(used + 2000);
+  });
+
   it('a charge the provider recorded above what was asked counts the record, also once a reviewer resolved it VERIFIED', async () => {
     const used = await leaveRoom(1e6);
     await stack.setFaults({ read_fault: 'amount_mismatch' });
