@@ -1,5 +1,5 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
-import { charge, unique } from '../support/http';
+import { charge, http, submission, unique } from '../support/http';
 import { Call, Execution, recordingClient, settled, submitOps } from './connectors-support';
 
 /**
@@ -39,6 +39,55 @@ describe('amount caps an agent tries to game', () => {
     const effects = await stack.effects();
     return refs.map((ref) => effects.charges[ref]?.amounts ?? []);
   };
+
+  it('refuses at intake every charge spelled to slip past a EUR cap; an exponent is read as the number it is', async () => {
+    const used = await leaveRoom(1500);
+    /** Submits one charge whose amount and currency are raw JSON text, as an agent may spell them. */
+    const raw = (amount: string, currency: string) => {
+      const reference = unique('cap-spelled');
+      const text = JSON.stringify(
+        submission([charge(reference, { params: { amount: '@A@', currency: '@C@', reference } })]),
+      )
+        .replace('"@A@"', amount)
+        .replace('"@C@"', currency);
+      return {
+        reference,
+        answer: http<{ id: string; errors?: { field: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+          key: DEMO.agent,
+          rawBody: text,
+          headers: { 'content-type': 'application/json' },
+        }),
+      };
+    };
+    const refused: [string, string][] = [
+      ['"1000"', '"EUR"'],
+      ['"1e3"', '"EUR"'],
+      ['12.5', '"EUR"'],
+      ['1000.001', '"EUR"'],
+      ['-1000', '"EUR"'],
+      ['0', '"EUR"'],
+      ['-0', '"EUR"'],
+      ['1000', '"eur"'],
+      ['1000', '"ZZZ"'],
+      ['1000', '"GBP"'],
+      ['1000', 'null'],
+    ];
+    for (const [amount, currency] of refused) {
+      const res = await raw(amount, currency).answer;
+      expect([amount, currency, res.status]).toEqual([amount, currency, 400]);
+    }
+    // 1e3 as a JSON number is 1000: sent and counted as 1000, so a second one no longer fits the 1500 of room.
+    const first = raw('1e3', '"EUR"');
+    const sent = await settled(call, (await first.answer).body.id);
+    const second = raw('1E3', '"EUR"');
+    const over = await settled(call, (await second.answer).body.id);
+    expect([sent.operations[0].status, over.operations[0].status]).toEqual(['VERIFIED', 'CANCELLED']);
+    expect(await chargedAt([first.reference, second.reference])).toEqual([[1000], []]);
+    const usage = await call<{ usage: { amount: number }[] }>('GET', '/v1/admin/connector-settings/sandbox.payments', {
+      key: DEMO.admin,
+    });
+    expect(usage.body.usage[0].amount).toBe(used + 1000);
+  });
 
   it('counts a charge whose outcome is unknown while it is unsettled: the next one beyond the room is never sent', async () => {
     const used = await leaveRoom(3000);
