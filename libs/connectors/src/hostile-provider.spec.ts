@@ -140,6 +140,9 @@ describe('a provider that answers 2xx, then breaks off the body', () => {
       '{"id":"ch_1","amount":"100","currency":"EUR"}',
       '{"id":"ch_1","amount":100,"currency":["EUR"]}',
       '{"id":"ch_1","amount":1e400,"currency":"EUR"}',
+      '{"id":"ch_1","amount":100,"currency":""}',
+      '{"id":"ch_1","amount":100,"currency":"eur"}',
+      '{"id":"ch_1","amount":100,"currency":"EUR "}',
     ].map((body): [string, RawAnswer] => [
       `JSON whose amount or currency is no amount or currency (${body})`,
       (socket) =>

@@ -18,9 +18,12 @@ export const REFERENCE_CHARACTERS = /^[\x20-\x7e\u00a0-\u00ff]*$/;
 /** Nor may it start or end with a space, which the header would not carry. */
 const NO_SURROUNDING_SPACES = /^(?! ).*(?<! )$/s;
 
+/** A currency as a charge names it: three capitals (an answer naming another form names no currency this connector sends). */
+const CURRENCY_CODE = /^[A-Z]{3}$/;
+
 const ChargeParams = z.strictObject({
   amount: z.number().int().positive().max(100_000_000),
-  currency: z.string().regex(/^[A-Z]{3}$/, 'a three-letter ISO 4217 code in capitals'),
+  currency: z.string().regex(CURRENCY_CODE, 'a three-letter ISO 4217 code in capitals'),
   reference: z
     .string()
     .min(1)
@@ -140,12 +143,13 @@ export class SandboxPaymentsConnector implements Connector {
         held === null ||
         typeof held.amount !== 'number' ||
         !Number.isFinite(held.amount) ||
-        typeof held.currency !== 'string')
+        typeof held.currency !== 'string' ||
+        !CURRENCY_CODE.test(held.currency))
     ) {
       // An answer that names no charge (empty, no JSON, cut by a connection closed where no length was declared) or one
-      // without its amount or currency — or with one that is none (null, "100", 1e400, a list): whether the charge it
-      // replays is this request's is not said, so "no charge was made" is not certain — unknown, for the read-back to
-      // settle.
+      // without its amount or currency — or with one that is none (null, "100", 1e400, a list, "", "eur": no code this
+      // connector sends, so not "another currency"): whether the charge it replays is this request's is not said, so
+      // "no charge was made" is not certain — unknown, for the read-back to settle.
       return {
         status: OperationStatus.UNKNOWN,
         reason: TerminalReason.CONNECTOR_ERROR,
