@@ -13,7 +13,7 @@ import {
   listApiKeys,
   revokeApiKeyById,
 } from '@verity/persistence';
-import { loadConfig } from '@verity/platform';
+import { escapeHiddenCharacters, loadConfig } from '@verity/platform';
 import type { DataSource } from 'typeorm';
 import { LABEL_MAX, isLabelText, shownLabel } from './key-label';
 
@@ -31,6 +31,13 @@ The database is DATABASE_URL (default postgres://postgres@127.0.0.1:5432/verity)
 A revoked key stops working at once in every API process, open streams included.`;
 
 class UsageError extends Error {}
+
+/**
+ * An argument quoted back in a message, its control characters, escape sequences, bidi controls and invisible
+ * characters escaped: a value pasted from elsewhere cannot clear the operator's screen, retitle the terminal or write
+ * a line that reads as part of the answer.
+ */
+const shownArg = (text: string) => escapeHiddenCharacters(text);
 
 /**
  * The exit code when a statement waited past DATABASE_QUERY_TIMEOUT_MS (a row it needs held by another session, a
@@ -142,10 +149,10 @@ async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
   if (!target || positionals.length > 1) throw new UsageError('revoke takes exactly one key id or key prefix');
   // A prefix is short and may be shared; revoking by it is only allowed when it names exactly one active key.
   const matches = await findActiveKeysByIdOrPrefix(db.manager, target);
-  if (matches.length === 0) throw new UsageError(`no active key has id or prefix "${target}"`);
+  if (matches.length === 0) throw new UsageError(`no active key has id or prefix "${shownArg(target)}"`);
   if (matches.length > 1) {
     throw new UsageError(
-      `"${target}" matches ${matches.length} active keys; revoke by id instead:\n` +
+      `"${shownArg(target)}" matches ${matches.length} active keys; revoke by id instead:\n` +
         matches.map((k) => `  ${k.id}  ${k.tenant_id ?? '(platform)'}  ${k.role}`).join('\n'),
     );
   }
@@ -187,7 +194,7 @@ export async function main(argv: string[], out: Out = (line) => process.stdout.w
   }
   const run = COMMANDS[command];
   if (!run) {
-    process.stderr.write(`unknown command "${command}"\n\n${USAGE}\n`);
+    process.stderr.write(`unknown command "${shownArg(command)}"\n\n${USAGE}\n`);
     return 2;
   }
   const config = loadConfig();
@@ -200,8 +207,13 @@ export async function main(argv: string[], out: Out = (line) => process.stdout.w
     await run(db, args, out);
     return 0;
   } catch (error) {
-    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    if (error instanceof UsageError) {
       process.stderr.write(`${(error as Error).message}\n`);
+      return 2;
+    }
+    if ((error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      // Node's message quotes the option as given (one line of text, here as everywhere).
+      process.stderr.write(`${shownArg((error as Error).message)}\n`);
       return 2;
     }
     if (isStatementTimeout(error)) {

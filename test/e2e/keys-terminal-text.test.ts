@@ -1,0 +1,55 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { DIST, Stack } from '../support/stack';
+
+const run = promisify(execFile);
+
+/**
+ * What the keys CLI prints back of its own arguments (an unknown command, a key id or prefix no key has, an option it
+ * does not take) is shown with its control characters escaped: a value pasted from elsewhere cannot clear the
+ * operator's screen, retitle the terminal or forge a line of the answer.
+ */
+describe('keys CLI: what it prints back of its arguments', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await Stack.start({ label: 'keysterm', dispatchers: 0, reconcilers: 0 });
+  });
+  afterAll(async () => stack?.stop());
+
+  async function keysCli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const { stdout, stderr } = await run(process.execPath, [join(DIST, 'apps/api/src/keys.cli.js'), ...args], {
+        env: { ...process.env, DATABASE_URL: stack.db.url, NODE_ENV: 'test' },
+      });
+      return { code: 0, stdout, stderr };
+    } catch (error) {
+      const e = error as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  }
+
+  // Clear the screen, set the window title, a forged line, a bidi override.
+  const hostile = '\u001b[2J\u001b]0;owned\u0007x\r\nrevoked key_all\u202e';
+  /** Printed with no control character but the line breaks the CLI writes itself. */
+  const plain = (text: string) =>
+    [...text].every((c) => {
+      const code = c.codePointAt(0)!;
+      const control = (code < 0x20 && c !== '\n') || (code >= 0x7f && code <= 0x9f);
+      return !control && !(code >= 0x202a && code <= 0x202e) && !(code >= 0x2066 && code <= 0x2069);
+    });
+
+  it.each([
+    ['an unknown command', [hostile]],
+    ['a key id or prefix no key has', ['revoke', hostile]],
+    ['an option it does not take', ['create', '--role', 'operator', `--${hostile}`]],
+    ['an option of list it does not take', ['list', `--${hostile}`]],
+  ])('%s is quoted with its control characters escaped, exit 2', async (_, args) => {
+    const answer = await keysCli(...args);
+    expect(answer.code).toBe(2);
+    expect({ stderr: answer.stderr, plain: plain(answer.stderr) }).toEqual({ stderr: answer.stderr, plain: true });
+    expect(answer.stderr).toContain('\\u001b[2J');
+    expect(answer.stderr).not.toMatch(/^revoked key_all/m);
+    expect(plain(answer.stdout)).toBe(true);
+  });
+});
