@@ -8,9 +8,10 @@ import { stackQueue } from './dispatcher-helpers';
 /**
  * With BULL_BOARD_WRITABLE unset, no route of the board that writes changes anything: every one the installed Bull
  * Board serves (read from the package, so a route a new version adds is judged too), aimed at a queue and a job that
- * are there, answers 405 problem+json, and Redis holds what it held.
+ * are there, answers 405 problem+json, and Redis holds what it held. A writable board takes nothing from a tenant's
+ * keys: it shows every tenant, and a tenant's admin pausing a queue would pause every tenant's work.
  */
-describe('Bull Board, read-only: every write route', () => {
+describe('Bull Board: no write from a read-only board or a tenant’s key', () => {
   let stack: Stack;
   let queue: Queue;
   beforeAll(async () => {
@@ -22,10 +23,10 @@ describe('Bull Board, read-only: every write route', () => {
     await stack?.stop();
   });
 
-  /** The queue's job as Redis holds it, its counts, schedulers, pause, rate limit and concurrency (as JSON). */
+  /** The queue's jobs as Redis holds them, its counts, schedulers, pause, rate limit and concurrency (as JSON). */
   const state = async () =>
     JSON.stringify({
-      job: (await queue.getJob('ro-job'))?.toJSON(),
+      jobs: [(await queue.getJob('ro-job'))?.toJSON(), (await queue.getJob('tenant-job'))?.toJSON()],
       counts: await queue.getJobCounts(),
       paused: await queue.isPaused(),
       schedulers: await queue.getJobSchedulers(),
@@ -71,6 +72,40 @@ describe('Bull Board, read-only: every write route', () => {
       }
     }
     expect(answers).toEqual(answers.map(([method, path]) => [method, path, 405, 'application/problem+json']));
+    expect(await state()).toEqual(before);
+  });
+
+  it('on a writable board, a tenant’s keys (admin, reviewer, agent; Bearer or Basic) read and write nothing: 403', async () => {
+    const writable = await stack.startApi({ BULL_BOARD_WRITABLE: 'true' });
+    await queue.add(
+      'dispatch-operation',
+      { operationId: 'op_t', executionId: 'exe_t' },
+      { jobId: 'tenant-job', delay: 3_600_000 },
+    );
+    const before = await state();
+    const asked: [string, string][] = [
+      ['GET', '/api/queues'],
+      ['GET', '/api/queues/dispatch/tenant-job'],
+      ['PUT', '/api/queues/dispatch/pause'],
+      ['PUT', '/api/queues/pause'],
+      ['PUT', '/api/queues/dispatch/tenant-job/promote'],
+      ['PUT', '/api/queues/dispatch/tenant-job/clean'],
+      ['PUT', '/api/queues/dispatch/clean/delayed'],
+      ['PATCH', '/api/queues/dispatch/tenant-job/update-data'],
+    ];
+    const answers = [];
+    for (const key of [DEMO.admin, DEMO.reviewer, DEMO.agent, DEMO.otherAgent]) {
+      for (const authorization of [`Bearer ${key}`, `Basic ${Buffer.from(`x:${key}`).toString('base64')}`]) {
+        for (const [method, path] of asked) {
+          const res = await http(writable, method, `/admin/queues${path}`, {
+            headers: { authorization },
+            body: method === 'GET' ? undefined : { jobData: { operationId: 'op_other' } },
+          });
+          answers.push([key, authorization.split(' ')[0], method, path, res.status]);
+        }
+      }
+    }
+    expect(answers).toEqual(answers.map(([key, scheme, method, path]) => [key, scheme, method, path, 403]));
     expect(await state()).toEqual(before);
   });
 });
