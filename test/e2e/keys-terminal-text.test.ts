@@ -1,16 +1,18 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { createApiKey } from '@verity/persistence';
 import { DIST, Stack } from '../support/stack';
 
 const run = promisify(execFile);
 
 /**
  * What the keys CLI prints back of its own arguments (an unknown command, a key id or prefix no key has, an option it
- * does not take) is shown with its control characters escaped: a value pasted from elsewhere cannot clear the
- * operator's screen, retitle the terminal or forge a line of the answer.
+ * does not take) is shown with its control characters escaped, and its --json answers carry a stored label's hidden
+ * characters as JSON escapes: a value pasted from elsewhere, or a label stored by another way, cannot clear the
+ * operator's screen, retitle the terminal, reorder a line or forge one.
  */
-describe('keys CLI: what it prints back of its arguments', () => {
+describe('keys CLI: what it prints to the terminal', () => {
   let stack: Stack;
   beforeAll(async () => {
     stack = await Stack.start({ label: 'keysterm', dispatchers: 0, reconcilers: 0 });
@@ -36,7 +38,8 @@ describe('keys CLI: what it prints back of its arguments', () => {
     [...text].every((c) => {
       const code = c.codePointAt(0)!;
       const control = (code < 0x20 && c !== '\n') || (code >= 0x7f && code <= 0x9f);
-      return !control && !(code >= 0x202a && code <= 0x202e) && !(code >= 0x2066 && code <= 0x2069);
+      const invisible = code === 0x200b || (code >= 0xe0000 && code <= 0xe007f);
+      return !control && !invisible && !(code >= 0x202a && code <= 0x202e) && !(code >= 0x2066 && code <= 0x2069);
     });
 
   it.each([
@@ -51,5 +54,22 @@ describe('keys CLI: what it prints back of its arguments', () => {
     expect(answer.stderr).toContain('\\u001b[2J');
     expect(answer.stderr).not.toMatch(/^revoked key_all/m);
     expect(plain(answer.stdout)).toBe(true);
+  });
+
+  it('--json prints a stored label’s hidden characters as JSON escapes: the same label once parsed, nothing raw', async () => {
+    // A label the CLI would refuse, stored by another way (or before the rule): a C1 CSI, a bidi override, a zero-width
+    // space, a tag character (past the first plane), an escape sequence.
+    const label = 'ops\u009b2J\u202eyek-lla\u200b\u{e0041}\u001b[31m';
+    const { id } = await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo', role: 'agent', label });
+    const listed = await keysCli('list', '--tenant', 'demo', '--json');
+    expect(listed.code).toBe(0);
+    expect(plain(listed.stdout)).toBe(true);
+    expect((JSON.parse(listed.stdout) as { id: string; label: string }[]).find((k) => k.id === id)?.label).toBe(label);
+    const table = await keysCli('list', '--tenant', 'demo');
+    expect([table.code, plain(table.stdout)]).toEqual([0, true]);
+    const revoked = await keysCli('revoke', id, '--json');
+    expect(revoked.code).toBe(0);
+    expect(plain(revoked.stdout)).toBe(true);
+    expect((JSON.parse(revoked.stdout) as { label: string }).label).toBe(label);
   });
 });

@@ -13,7 +13,7 @@ import {
   listApiKeys,
   revokeApiKeyById,
 } from '@verity/persistence';
-import { escapeHiddenCharacters, loadConfig } from '@verity/platform';
+import { escapeHiddenCharacters, jsonWithHiddenCharactersEscaped, loadConfig } from '@verity/platform';
 import type { DataSource } from 'typeorm';
 import { LABEL_MAX, isLabelText, shownLabel } from './key-label';
 
@@ -59,6 +59,12 @@ function labelOf(label: string | undefined): string | undefined {
 
 type KeyRow = ApiKeyListing;
 
+/**
+ * A --json answer: a stored label's hidden characters (one stored before the label rule, or not by this CLI) as JSON
+ * escapes, so the line parses to the same values and prints nothing a terminal acts on or hides.
+ */
+const jsonLine = (value: unknown) => jsonWithHiddenCharactersEscaped(value);
+
 type Out = (line: string) => void;
 
 async function create(db: DataSource, args: string[], out: Out): Promise<void> {
@@ -88,7 +94,7 @@ async function create(db: DataSource, args: string[], out: Out): Promise<void> {
     created = await createApiKey(db.manager, { tenantId: tenant, role: role as Role, label });
   }
   if (values.json) {
-    out(JSON.stringify({ id: created.id, tenant: tenant ?? null, role, label: label ?? null, key: created.key }));
+    out(jsonLine({ id: created.id, tenant: tenant ?? null, role, label: label ?? null, key: created.key }));
     return;
   }
   out(
@@ -109,7 +115,7 @@ async function list(db: DataSource, args: string[], out: Out): Promise<void> {
   // The listing never carries the hash: nothing here can print it.
   const keys = await listApiKeys(db.manager, values.tenant ?? null);
   if (values.json) {
-    out(JSON.stringify(keys.map(present)));
+    out(jsonLine(keys.map(present)));
     return;
   }
   if (keys.length === 0) {
@@ -165,7 +171,7 @@ async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
     throw new UsageError(`${key.id} was revoked meanwhile${at}, by another revocation; nothing was changed`);
   }
   const revokedAt = revocation.revokedAt.toISOString();
-  if (values.json) out(JSON.stringify({ ...present(key), revoked_at: revokedAt, revoked: true }));
+  if (values.json) out(jsonLine({ ...present(key), revoked_at: revokedAt, revoked: true }));
   else
     out(
       `revoked ${key.id} (tenant ${key.tenant_id ?? '(platform)'}, role ${key.role}, prefix ${key.key_prefix}…) at ${revokedAt}`,

@@ -1,5 +1,10 @@
 import { runInNewContext } from 'node:vm';
-import { escapeHiddenCharacters, hiddenCharacterIn, rightToLeftIn } from './text-issue';
+import {
+  escapeHiddenCharacters,
+  hiddenCharacterIn,
+  jsonWithHiddenCharactersEscaped,
+  rightToLeftIn,
+} from './text-issue';
 
 /** `ascii` written in Unicode tag characters (U+E0020–U+E007E), which show as nothing. */
 const tags = (ascii: string) => [...ascii].map((c) => String.fromCodePoint(0xe0000 + c.codePointAt(0)!)).join('');
@@ -260,4 +265,17 @@ describe('rightToLeftIn', () => {
     ['a byte order mark (no direction of its own)', '\uFEFF1111 2222'],
     ['Greek', '\u03B1 1111'],
   ])('finds none in %s', (_what, text) => expect(rightToLeftIn(text)).toBe(false));
+});
+
+describe('jsonWithHiddenCharactersEscaped', () => {
+  it('writes each hidden character as a JSON escape, and parses back to the same value', () => {
+    const value = { label: 'a\u009b2J\u202eb\u200b\u{e0041}\u001b\\\u202e', n: 1, none: null, text: 'plain é 😀' };
+    const json = jsonWithHiddenCharactersEscaped(value);
+    expect(json).toBe(
+      '{"label":"a\\u009b2J\\u202eb\\u200b\\udb40\\udc41\\u001b\\\\\\u202e","n":1,"none":null,"text":"plain é 😀"}',
+    );
+    expect(JSON.parse(json)).toEqual(value);
+    expect(hiddenCharacterIn(json)).toBeNull();
+    expect(jsonWithHiddenCharactersEscaped(undefined)).toBe('null');
+  });
 });

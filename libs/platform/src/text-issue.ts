@@ -186,3 +186,15 @@ export function escapeHiddenCharacters(text: string, options: { lines?: boolean;
     return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, '0')}`;
   });
 }
+
+/**
+ * `value` as JSON in which every character HIDDEN_CHARACTER names is a JSON escape (`\u202e`; one past the first plane
+ * as its two halves, `\udb40\udc41`): the same value once parsed, and nothing a terminal acts on or hides when the line
+ * is printed. JSON.stringify alone escapes only C0 controls and lone surrogates: a C1 control, a bidi override or an
+ * invisible character was written as itself.
+ */
+export function jsonWithHiddenCharactersEscaped(value: unknown): string {
+  return (JSON.stringify(value) ?? 'null').replace(HIDDEN_CHARACTERS, (c) =>
+    Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''),
+  );
+}
