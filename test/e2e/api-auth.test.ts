@@ -1,19 +1,15 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import IORedis from 'ioredis';
 import { createApiKey, ensureTenant, keyPrefix } from '@verity/persistence';
 import { TEST_REDIS_URL } from '../support/services';
 import { monitorRedis } from '../support/redis-monitor';
-import { DEMO, DIST, Stack, freePort } from '../support/stack';
+import { DEMO, Stack, freePort } from '../support/stack';
+import { runKeysCli } from '../support/keys-cli';
 import { charge, http, submission, unique } from '../support/http';
 import { openStream } from './api-sse';
 import { waitForLockWaiter } from '../support/lock-waits';
 import type { Execution, ProblemDetails as Problem } from '@verity/sdk';
 
 /** I9: keys (hashed, CLI-managed, revocable at once), roles, tenant isolation, rate limits, Bull Board. */
-
-const run = promisify(execFile);
 
 describe('auth, keys and tenant isolation (I9)', () => {
   let stack: Stack;
@@ -23,17 +19,7 @@ describe('auth, keys and tenant isolation (I9)', () => {
   });
   afterAll(async () => stack?.stop());
 
-  async function keys(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    try {
-      const { stdout, stderr } = await run(process.execPath, [join(DIST, 'apps/api/src/keys.cli.js'), ...args], {
-        env: { ...process.env, DATABASE_URL: stack.db.url, NODE_ENV: 'test' },
-      });
-      return { code: 0, stdout, stderr };
-    } catch (error) {
-      const e = error as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-    }
-  }
+  const keys = (...args: string[]) => runKeysCli(stack.db.url, ...args);
 
   const submit = (apiKey: string) =>
     http<Execution>(stack.apiUrl, 'POST', '/v1/executions', {

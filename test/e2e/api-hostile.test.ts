@@ -1,10 +1,8 @@
-import { execFile } from 'node:child_process';
 import { IncomingHttpHeaders, request as rawRequest } from 'node:http';
 import { connect } from 'node:net';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
-import { DEMO, DIST, METRICS_TOKEN, Stack, freePort } from '../support/stack';
+import { DEMO, METRICS_TOKEN, Stack, freePort } from '../support/stack';
+import { runKeysCli } from '../support/keys-cli';
 import { charge, http, rawExchange as rawExchangeWith, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { expectDescribed } from '../support/openapi-validator';
@@ -14,8 +12,6 @@ import { expectDescribed } from '../support/openapi-validator';
  * /metrics, and reads no tenant's data; the pages a browser opens cannot be framed; a slow body gets a problem 408;
  * an address that keeps guessing keys gets 429. Every refusal is problem+json and writes nothing.
  */
-
-const run = promisify(execFile);
 
 describe('operator role, safe defaults and hostile clients', () => {
   let stack: Stack;
@@ -27,17 +23,7 @@ describe('operator role, safe defaults and hostile clients', () => {
   const count = async (table: string) =>
     ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM ${table}`)) as { n: number }[])[0].n;
 
-  async function keysCli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    try {
-      const { stdout, stderr } = await run(process.execPath, [join(DIST, 'apps/api/src/keys.cli.js'), ...args], {
-        env: { ...process.env, DATABASE_URL: stack.db.url, NODE_ENV: 'test' },
-      });
-      return { code: 0, stdout, stderr };
-    } catch (error) {
-      const e = error as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-    }
-  }
+  const keysCli = (...args: string[]) => runKeysCli(stack.db.url, ...args);
 
   async function startApi(env: Record<string, string>): Promise<string> {
     const port = await freePort();

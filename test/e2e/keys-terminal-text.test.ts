@@ -1,10 +1,6 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { createApiKey } from '@verity/persistence';
-import { DIST, Stack } from '../support/stack';
-
-const run = promisify(execFile);
+import { Stack } from '../support/stack';
+import { runKeysCli } from '../support/keys-cli';
 
 /**
  * What the keys CLI prints back of its own arguments (an unknown command, a key id or prefix no key has, an option it
@@ -19,17 +15,7 @@ describe('keys CLI: what it prints to the terminal', () => {
   });
   afterAll(async () => stack?.stop());
 
-  async function keysCli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    try {
-      const { stdout, stderr } = await run(process.execPath, [join(DIST, 'apps/api/src/keys.cli.js'), ...args], {
-        env: { ...process.env, DATABASE_URL: stack.db.url, NODE_ENV: 'test' },
-      });
-      return { code: 0, stdout, stderr };
-    } catch (error) {
-      const e = error as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-    }
-  }
+  const keysCli = (...args: string[]) => runKeysCli(stack.db.url, ...args);
 
   // Clear the screen, set the window title, a forged line, a bidi override.
   const hostile = '\u001b[2J\u001b]0;owned\u0007x\r\nrevoked key_all\u202e';
