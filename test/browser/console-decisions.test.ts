@@ -423,6 +423,15 @@ interface Op {
 
   it('a release clicked on a page opened before an admin added an approval rule is refused: it would also grant it', async () => {
     const { opId, read, shown, release } = await openHeldRelease();
+    // The page reloads once its timeline's first events come in, which on a loaded machine can be after the rule below:
+    // such a reload would show the page the rule (a release that grants) before the click this case is about. The
+    // page's reads of the operation are held from here until the click's request is sent, then let through.
+    const heldReads: Route[] = [];
+    let holdReads = true;
+    await page.route(`**/v1/operations/${opId}`, async (route) => {
+      if (holdReads && route.request().method() === 'GET') heldReads.push(route);
+      else await route.continue();
+    });
     // The admin's rule writes nothing on the operation: the open page is not loaded again and still shows a plain
     // release. Its click carries the ETag of that page, which the rule changed: nothing is released, nothing granted.
     await policy([{ connector: 'sandbox.payments' }]);
@@ -430,6 +439,8 @@ interface Op {
       let sentIfMatch: string | undefined;
       await page.route(`**/v1/operations/${opId}/resolve`, async (route) => {
         sentIfMatch = route.request().headers()['if-match'];
+        holdReads = false;
+        for (const held of heldReads.splice(0)) await held.continue();
         await route.continue();
       });
       await page.locator('#resolution-evidence').fill('the conflict is understood');
