@@ -1,9 +1,8 @@
 import { IncomingHttpHeaders, request as rawRequest } from 'node:http';
-import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { DEMO, METRICS_TOKEN, Stack, freePort } from '../support/stack';
 import { runKeysCli } from '../support/keys-cli';
-import { charge, http, rawExchange as rawExchangeWith, submission, unique } from '../support/http';
+import { charge, http, rawExchange as rawExchangeWith, reach, submission, unique } from '../support/http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { expectDescribed } from '../support/openapi-validator';
 
@@ -168,17 +167,6 @@ describe('operator role, safe defaults and hostile clients', () => {
   });
 
   describe('the address the API listens on', () => {
-    /** What a TCP connect to host:port gets: 'connected', or the error's code (ECONNREFUSED when nothing listens). */
-    const reach = (host: string, port: number) =>
-      new Promise<string>((resolve) => {
-        const socket = connect(port, host);
-        socket.once('connect', () => {
-          socket.destroy();
-          resolve('connected');
-        });
-        socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
-      });
-
     it('is 127.0.0.1 unless HOST is set: another address of this machine reaches nothing; HOST=0.0.0.0 opens it', async () => {
       // 127.0.0.2 is this machine too (all of 127.0.0.0/8 is loopback), but not the address 127.0.0.1: a socket bound
       // to 127.0.0.1 is not reached there, one bound to every address is.

@@ -1,4 +1,4 @@
-import { connect } from 'node:net';
+import { reach } from '../support/http';
 import { Stack, freePort } from '../support/stack';
 
 /**
@@ -11,17 +11,6 @@ describe('a worker’s ops port: the address it listens on', () => {
     stack = await Stack.start({ label: 'opsbind', dispatchers: 0, reconcilers: 0 });
   });
   afterAll(async () => stack?.stop());
-
-  /** What a TCP connect to host:port gets: 'connected', or the error's code (ECONNREFUSED when nothing listens). */
-  const reach = (host: string, port: number) =>
-    new Promise<string>((resolve) => {
-      const socket = connect(port, host);
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve('connected');
-      });
-      socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
-    });
 
   it.each([
     ['dispatcher', 'DISPATCHER_METRICS_PORT'],

@@ -103,3 +103,15 @@ export function rawExchange(
     else socket.end(bytes);
   });
 }
+
+/** What a TCP connect to host:port gets: 'connected', or the error's code (ECONNREFUSED when nothing listens). */
+export function reach(host: string, port: number): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const socket = connect(port, host);
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('connected');
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+  });
+}
