@@ -42,6 +42,44 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     return line ? Number(line[1]) : 0;
   }
 
+  /**
+   * Holds a delivery's second attempt between reading the delivery (and its secret) and sending it, while `act` runs,
+   * then lets it go on: the table of the tenant's http allowlist, the one thing the attempt reads in between, is locked
+   * until `act` has returned. Answers how many attempts ended with each of `results` from the hold on, once one has.
+   */
+  async function whileTheAttemptWaits<R extends string>(
+    results: readonly R[],
+    act: () => Promise<void>,
+  ): Promise<Record<R, number>> {
+    const counts = async () => {
+      const count = {} as Record<R, number>;
+      for (const result of results) count[result] = await attemptsEnded(result);
+      return count;
+    };
+    const before = await counts();
+    const holder = stack.db.dataSource.createQueryRunner();
+    await holder.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query(`LOCK TABLE tenant_connector_settings IN ACCESS EXCLUSIVE MODE`);
+      // The second attempt has read the delivery and its secret, and waits to read the allowlist (the only reader of
+      // connector settings left: the execution has finished).
+      await waitForLockWaiter(stack.db.dataSource, { statementLike: '%LEFT JOIN tenant_connector_settings s %' });
+      await act();
+      await holder.commitTransaction();
+    } finally {
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      await holder.release();
+    }
+    return waitFor(
+      async () => {
+        const now = await counts();
+        return Object.fromEntries(results.map((r) => [r, now[r] - before[r]])) as Record<R, number>;
+      },
+      (n) => results.some((r) => n[r] > 0),
+    );
+  }
+
   it('sends nothing after the delete has answered: the worker finds the endpoint gone before it signs', async () => {
     const endpoint = await subscribedReceiver(stack, receiver.port, `${receiver.base}/hook`, ['execution.finished']);
     const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
@@ -54,27 +92,11 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
       (n) => n === 1,
     );
 
-    const holder = stack.db.dataSource.createQueryRunner();
-    await holder.connect();
-    try {
-      await holder.startTransaction();
-      await holder.query(`LOCK TABLE tenant_connector_settings IN ACCESS EXCLUSIVE MODE`);
-      // The second attempt has read the delivery and its secret, and waits to read the allowlist (the only reader of
-      // connector settings left: the execution has finished).
-      await waitForLockWaiter(stack.db.dataSource, { statementLike: '%LEFT JOIN tenant_connector_settings s %' });
+    // The attempt ends: skipped (the endpoint is gone), or — sent — recorded as stale (its row went with the delete).
+    const ended = await whileTheAttemptWaits(['skipped', 'stale'], async () => {
       const deleted = await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin });
       expect(deleted.status).toBe(204);
-      await holder.commitTransaction();
-    } finally {
-      if (holder.isTransactionActive) await holder.rollbackTransaction();
-      await holder.release();
-    }
-
-    // The attempt ends: skipped (the endpoint is gone), or — sent — recorded as stale (its row went with the delete).
-    const ended = await waitFor(
-      async () => ({ skipped: await attemptsEnded('skipped'), stale: await attemptsEnded('stale') }),
-      (n) => n.skipped + n.stale > 0,
-    );
+    });
     expect(receiver.seen).toHaveLength(1);
     expect(ended).toEqual({ skipped: 1, stale: 0 });
   });
@@ -94,18 +116,8 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
       async () => seenHere(),
       (n) => n === 1,
     );
-    const before = {
-      skipped: await attemptsEnded('skipped'),
-      stale: await attemptsEnded('stale'),
-      delivered: await attemptsEnded('delivered'),
-    };
 
-    const holder = stack.db.dataSource.createQueryRunner();
-    await holder.connect();
-    try {
-      await holder.startTransaction();
-      await holder.query(`LOCK TABLE tenant_connector_settings IN ACCESS EXCLUSIVE MODE`);
-      await waitForLockWaiter(stack.db.dataSource, { statementLike: '%LEFT JOIN tenant_connector_settings s %' });
+    const ended = await whileTheAttemptWaits(['skipped', 'stale', 'delivered'], async () => {
       // The endpoint is disabled as its failures disable it (countFailure, then skipEndpointPending, one transaction)...
       await stack.db.dataSource.transaction(async (tx) => {
         await tx.query(
@@ -122,20 +134,7 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
       // ...and an admin enables it again.
       const enabled = await http(stack.apiUrl, 'POST', `/v1/admin/webhooks/${endpoint.id}/enable`, { key: DEMO.admin });
       expect(enabled.status).toBe(200);
-      await holder.commitTransaction();
-    } finally {
-      if (holder.isTransactionActive) await holder.rollbackTransaction();
-      await holder.release();
-    }
-
-    const ended = await waitFor(
-      async () => ({
-        skipped: (await attemptsEnded('skipped')) - before.skipped,
-        stale: (await attemptsEnded('stale')) - before.stale,
-        delivered: (await attemptsEnded('delivered')) - before.delivered,
-      }),
-      (n) => n.skipped + n.stale + n.delivered > 0,
-    );
+    });
     expect(seenHere()).toBe(1);
     expect(ended).toEqual({ skipped: 1, stale: 0, delivered: 0 });
     const [delivery] = await endpoint.deliveries();
