@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { OperationStatus, TerminalReason, VerificationMethod, decideReconcileStart } from '@verity/status-model';
+import { smsToSend } from '../../../test/support/connector-operations';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 import { httpExchange } from './http-exchange';
 import { HttpConnector } from './http.connector';
@@ -79,15 +80,6 @@ const charge = (id: string): ConnectorOperation => ({
   providerRef: null,
 });
 
-const text = (id: string): ConnectorOperation => ({
-  id,
-  tenantId: 'demo',
-  action: 'send',
-  params: { to: '+15550100', body: 'hi' },
-  expectedState: null,
-  providerRef: null,
-});
-
 describe('a provider that answers 2xx, then breaks off the body', () => {
   const provider = rawProvider();
   const env = (timeoutMs = 2_000): ConnectorEnvironment => ({ sandboxUrl: provider.local.url, timeoutMs });
@@ -100,7 +92,10 @@ describe('a provider that answers 2xx, then breaks off the body', () => {
   ])('%s: a charge and a text message are UNKNOWN, never FAILED, the connection closed', async (_, answer) => {
     provider.answer = answer;
     const before = provider.requests;
-    for (const outcome of [await payments.send(charge('op_cut'), env(300)), await sms.send(text('op_cut'), env(300))]) {
+    for (const outcome of [
+      await payments.send(charge('op_cut'), env(300)),
+      await sms.send(smsToSend('op_cut'), env(300)),
+    ]) {
       expect(outcome).toMatchObject({ status: OperationStatus.UNKNOWN, reason: TerminalReason.CONNECTOR_ERROR });
     }
     expect(provider.requests - before).toBe(2);
@@ -121,7 +116,10 @@ describe('a provider that answers 2xx, then breaks off the body', () => {
 
   it('closed where no length was declared: the 2xx is an acknowledgement with no reference (the body read is no JSON)', async () => {
     provider.answer = brokenOff.closeDelimited;
-    for (const outcome of [await payments.send(charge('op_close'), env()), await sms.send(text('op_close'), env())]) {
+    for (const outcome of [
+      await payments.send(charge('op_close'), env()),
+      await sms.send(smsToSend('op_close'), env()),
+    ]) {
       expect(outcome).toMatchObject({ status: OperationStatus.ACKNOWLEDGED, providerRef: {} });
       expect(outcome.status === OperationStatus.ACKNOWLEDGED && outcome.providerRef.id).toBeUndefined();
     }
@@ -385,7 +383,10 @@ describe('a provider that redirects a send', () => {
           `HTTP/1.1 ${status} Moved\r\nlocation: ${elsewhere.local.url}/v1/charges\r\ncontent-length: 0\r\n\r\n`,
         );
       const env: ConnectorEnvironment = { sandboxUrl: provider.local.url, timeoutMs: 2_000 };
-      for (const outcome of [await payments.send(charge('op_moved'), env), await sms.send(text('op_moved'), env)]) {
+      for (const outcome of [
+        await payments.send(charge('op_moved'), env),
+        await sms.send(smsToSend('op_moved'), env),
+      ]) {
         expect(outcome).toMatchObject({
           status: OperationStatus.UNKNOWN,
           detail: `provider answered ${status}: outcome unknown`,

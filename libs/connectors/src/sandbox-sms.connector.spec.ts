@@ -1,20 +1,11 @@
 import { createServer } from 'node:http';
 import { OperationStatus } from '@verity/status-model';
+import { smsToSend } from '../../../test/support/connector-operations';
 import { endlessAnswerServer } from '../../../test/support/endless-answer';
 import { serveDuringDescribe } from '../../../test/support/local-server';
 import { SandboxSmsConnector } from './sandbox-sms.connector';
 import { redactingSecrets } from './secret-redaction';
 import { KEPT_DEPTH_CUT } from './storable-text';
-
-/** A text message as the connector is given it to send (`id`: the operation's). */
-const smsToSend = (id: string) => ({
-  id,
-  tenantId: 'demo',
-  action: 'send',
-  params: { to: '+15550100', body: 'hi' },
-  expectedState: null,
-  providerRef: null,
-});
 
 /** The provider of the enclosing describe: every message accepted (201) with the JSON `answer()` gives then. */
 const providerAccepting = (answer: () => string) =>
