@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { DEMO, Stack, freePort } from '../support/stack';
-import { charge, http, submission, unique } from '../support/http';
+import { charge, http, rawExchange, submission, unique } from '../support/http';
 
 /**
  * Hostile strings the request-wide checks (http/hostile-input.ts) let through, each caught where its field is
@@ -514,6 +514,73 @@ describe('hostile strings', () => {
       expect(res.status).toBe(200);
       expect(res.body.queues.map((q) => q.name)).toContain('dispatch');
     }
+  });
+
+  // The writes marked ActsOn look the id of their path up before answering `If-None-Match: *` (unknown: 404): an id no
+  // resource can have must be refused there or before, as a 4xx problem, never reach the lookup as a 500.
+  describe('a hostile id on a write that looks its resource up for If-None-Match: * (ActsOn)', () => {
+    let endpoint = '';
+    beforeAll(async () => {
+      const allow = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: 'allowed.example' }] },
+      });
+      expect(allow.status).toBe(200);
+      const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+        key: DEMO.admin,
+        body: { url: 'http://allowed.example/acts-on', events: ['operation.settled'] },
+      });
+      expect(created.status).toBe(201);
+      endpoint = created.body.id;
+    });
+    const deliveries = async () =>
+      ((await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM webhook_deliveries`)) as { n: number }[])[0].n;
+
+    // Each write with the role that may make it; the hostile id goes where `{id}` is. A redelivery names two ids: the
+    // endpoint's, and (`{endpoint}`, one that exists) the delivery's.
+    const WRITES = [
+      ['POST', '/v1/executions/{id}/cancel', DEMO.agent],
+      ['POST', '/v1/operations/{id}/retry', DEMO.agent],
+      ['DELETE', '/v1/admin/webhooks/{id}', DEMO.admin],
+      ['POST', '/v1/admin/webhooks/{id}/enable', DEMO.admin],
+      ['POST', '/v1/admin/webhooks/{id}/deliveries/msg_nosuchdelivery/redeliver', DEMO.admin],
+      ['POST', '/v1/admin/webhooks/{endpoint}/deliveries/{id}/redeliver', DEMO.admin],
+    ];
+    // As sent in the path: a NUL percent-encoded, a lone surrogate's UTF-8 bytes, 10,000 characters, path escapes.
+    const HOSTILE_IDS = ['exe%00x', '%00', '%ED%A0%80', 'x'.repeat(10_000), '%2F..%2F', '..%2F..%2Fv1%2Fexecutions'];
+    const CONDITIONS: Record<string, string>[] = [{ 'if-none-match': '*' }, { 'if-match': '"x"' }];
+    const isProblem4xx = (status: number, contentType: string | null | undefined) =>
+      status >= 400 && status < 500 && /^application\/problem\+json/.test(contentType ?? '');
+
+    it.each(
+      WRITES.flatMap(([method, path, key]) => CONDITIONS.map((condition) => [method, path, condition, key] as const)),
+    )(
+      '%s %s with %j: a 4xx problem for every hostile id (a raw NUL too), and writes nothing',
+      async (method, path, condition, key) => {
+        const at = (id: string) => path.replace('{endpoint}', endpoint).replace('{id}', id);
+        const before = { tables: await counts(), deliveries: await deliveries() };
+        const wrong: unknown[] = [];
+        for (const id of HOSTILE_IDS) {
+          const res = await http<Problem>(stack.apiUrl, method, at(id), { key, headers: condition });
+          const type = res.headers.get('content-type');
+          if (!isProblem4xx(res.status, type) || res.body.status !== res.status) {
+            wrong.push([id.slice(0, 40), res.status, type, res.text.slice(0, 200)]);
+          }
+        }
+        // A NUL as a raw byte of the request line, which no HTTP client sends: refused by the HTTP parser.
+        const [[name, value]] = Object.entries(condition);
+        const raw = await rawExchange(
+          stack.apiUrl,
+          `${method} ${at('exe\u0000x')} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\n` +
+            `${name}: ${value}\r\ncontent-length: 0\r\n\r\n`,
+        );
+        if (!isProblem4xx(raw.status, raw.headers['content-type'])) {
+          wrong.push(['raw NUL', raw.status, raw.headers['content-type'], raw.body.slice(0, 200)]);
+        }
+        expect(wrong).toEqual([]);
+        expect({ tables: await counts(), deliveries: await deliveries() }).toEqual(before);
+      },
+    );
   });
 
   it('answers a HEAD of a stream and ends it: held open, it kept one of the key’s streams', async () => {
