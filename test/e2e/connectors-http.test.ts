@@ -3,6 +3,7 @@ import { DEMO, Stack, waitFor } from '../support/stack';
 import { eventTransactions } from '../support/event-transactions';
 import {
   Call,
+  Op,
   Execution,
   TargetServer,
   httpOp,
@@ -354,6 +355,28 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect(path.slice(0, 3)).toEqual(['SENT', 'UNKNOWN', 'RECONCILING']);
     expect(path).not.toContain('FAILED');
     expect(target.seen.filter((s) => s.method === 'POST' && s.body.includes(op.id))).toHaveLength(1);
+  });
+
+  it('a timed-out call whose declared read-back searches and answers an empty list: no record shown, a person may answer FAILED', async () => {
+    // `{"data": []}` read at `data[0].status` found no record at all. Before, it read as "a record without the field"
+    // (FIELD_MISSING): the effect counted as shown at the source, and a person's FAILED was refused for good (409
+    // effect-exists) on the strength of an empty list.
+    const search = {
+      method: 'GET',
+      url: `${target.base}/search?id={{operation_id}}`,
+      field: 'data[0].status',
+      equals: 'created',
+    };
+    const execution = await submitOps(call, [httpOp('order', order('/slow-orders', { read_back: search }))]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'STALE_REPLICA', retry: 'console' });
+    expect(op.acknowledged_at ?? null).toBeNull();
+    expect(op.evidence).toMatchObject({ source: `${target.base}/search?id=${op.id}`, status: 200, record: null });
+    const resolved = await call<Op>('POST', `/v1/operations/${op.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'FAILED', evidence: 'the target support desk confirmed no such order' },
+    });
+    expect([resolved.status, resolved.body]).toMatchObject([200, { status: 'FAILED' }]);
   });
 
   it('ends UNKNOWN on a timeout, then is reconciled to VERIFIED through its read-back', async () => {

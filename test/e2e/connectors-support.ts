@@ -85,6 +85,8 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
         if (state.released) return void state.released.then(answer);
         return state.delayMs > 0 ? setTimeout(answer, state.delayMs).unref() : answer();
       }
+      // A search that finds nothing (or, lagging, nothing yet): 200 with an empty list.
+      if (req.method === 'GET' && path.startsWith('/search?')) return json(200, { data: [], total: 0 });
       if (path === '/reject') return json(422, { error: { code: 'invalid_order', message: 'no such product' } });
       if (path === '/redirect') {
         res.writeHead(302, { location: options.redirectTo ?? '/orders' });

@@ -74,6 +74,10 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
       }
       if (path === '/big') return json(200, { data: { status: 'x'.repeat(100_000) } });
       if (path === '/no-field') return json(200, { other: 1 });
+      // A search answered with no match (or, lagging, not yet): a list with no entry, or nothing where the record goes.
+      if (path === '/no-match') return json(200, { data: [], total: 0 });
+      if (path === '/no-match-null') return json(200, { data: null });
+      if (path === '/one-match') return json(200, { data: [{ id: 'rb-9' }] });
       if (path === '/forged-marker') {
         // A value that looks like a redaction marker and is none: it opens near the cut and closes 50 KB later.
         return json(200, { data: { status: `${'a'.repeat(990)}{{secret:${'x'.repeat(50_000)}}}` } });
@@ -759,6 +763,35 @@ describe('http connector', () => {
         notMade: true,
         evidence: { error: expect.stringMatching(/egress refused/) },
       });
+    });
+
+    it('a 200 whose path to the field runs out at a list with no entry there, or at a null, found no record: absent, never "a record without the field"', async () => {
+      // A record without its field counts as the effect shown (a person's FAILED is refused for good, 409 effect-exists):
+      // a search that answered "no match" — or, lagging, "none yet" — shows no effect at all.
+      const at = (url: string, field: string) =>
+        connector.readBack(
+          op({ method: 'POST', url: `${t.base}/orders`, body: {}, read_back: { url, field, equals: 'created' } }),
+          env,
+        );
+      for (const [path, field] of [
+        ['/no-match', 'data[0].status'],
+        ['/no-match', '$.data.0.status'],
+        ['/no-match-null', 'data.status'],
+        ['/no-match-null', 'data[0].status'],
+        ['/one-match', 'data[1].status'],
+      ]) {
+        expect([path, field, await at(`${t.base}${path}`, field)]).toEqual([
+          path,
+          field,
+          {
+            kind: 'absent',
+            evidence: expect.objectContaining({ source: `${t.base}${path}`, status: 200, record: null }),
+          },
+        ]);
+      }
+      // An entry that is there without the field is a record without it (as an object without it is).
+      expect(await at(`${t.base}/one-match`, 'data[0].status')).toMatchObject({ kind: 'field_missing' });
+      expect(await at(`${t.base}/no-field`, 'data.status')).toMatchObject({ kind: 'field_missing' });
     });
 
     it('substitutes {{ref}} from the acknowledgement, and cannot read without one', async () => {

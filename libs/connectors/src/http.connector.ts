@@ -648,6 +648,29 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
  * null when the field reads one way. Only that path counts: a 64-bit id elsewhere in the answer does not make its
  * status unreadable. No value is quoted: it may be a secret echoed.
  */
+/**
+ * Whether a read's path to its field runs out where no record stands: at a list with no entry at that place (a search
+ * that answered "no match" — or, lagging, "none yet" — with `{"data": []}`), or at a null (`{"data": null}`). That is
+ * no record without the field, which counts as the effect shown (a person's FAILED refused for good): nothing of the
+ * effect was read. A path that runs out inside an object (or an entry) that is there is a record without the field.
+ */
+function noRecordOnPath(body: unknown, field: string): boolean {
+  let current: unknown = body;
+  for (const segment of fieldSegments(field)) {
+    if (current === null) return true;
+    if (Array.isArray(current)) {
+      if (!/^[0-9]+$/.test(segment)) return false;
+      if (Number(segment) >= current.length) return true;
+      current = current[Number(segment)];
+    } else if (typeof current === 'object' && Object.hasOwn(current, segment)) {
+      current = (current as Record<string, unknown>)[segment];
+    } else {
+      return false;
+    }
+  }
+  return false;
+}
+
 function unclearAt(exchange: { json?: string; body?: unknown }, field: string): string | null {
   const issue = exchange.json === undefined ? null : rawJsonIssue(exchange.json, fieldSegments(field));
   if (!issue) return unkeptAt(exchange.body, field);
@@ -947,6 +970,8 @@ export class HttpConnector implements Connector {
     if (unclear) return unreachable(unclear);
     const value = readField(exchange.body, field);
     evidence.record = value.found ? { [fieldKey(field)]: keptOfAnswer(value.value, env) } : null;
+    // Found no record at all (an empty list, a null where it would stand): as a 404, not a record without the field.
+    if (!value.found && noRecordOnPath(exchange.body, field)) return { kind: 'absent', evidence };
     return { kind: 'present', value, evidence };
   }
 
