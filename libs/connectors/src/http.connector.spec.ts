@@ -776,6 +776,7 @@ describe('http connector', () => {
       for (const [path, field] of [
         ['/no-match', 'data[0].status'],
         ['/no-match', '$.data.0.status'],
+        ['/no-match', 'data.status'],
         ['/no-match-null', 'data.status'],
         ['/no-match-null', 'data[0].status'],
         ['/one-match', 'data[1].status'],

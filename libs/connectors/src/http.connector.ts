@@ -650,7 +650,8 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
  */
 /**
  * Whether a read's path to its field runs out where no record stands: at a list with no entry at that place (a search
- * that answered "no match" — or, lagging, "none yet" — with `{"data": []}`), or at a null (`{"data": null}`). That is
+ * that answered "no match" — or, lagging, "none yet" — with `{"data": []}`; an empty list whatever the path asks of
+ * it), or at a null (`{"data": null}`). That is
  * no record without the field, which counts as the effect shown (a person's FAILED refused for good): nothing of the
  * effect was read. A path that runs out inside an object (or an entry) that is there is a record without the field.
  */
@@ -659,6 +660,8 @@ function noRecordOnPath(body: unknown, field: string): boolean {
   for (const segment of fieldSegments(field)) {
     if (current === null) return true;
     if (Array.isArray(current)) {
+      // An empty list holds no record, whatever the path asks of it.
+      if (current.length === 0) return true;
       if (!/^[0-9]+$/.test(segment)) return false;
       if (Number(segment) >= current.length) return true;
       current = current[Number(segment)];
