@@ -643,17 +643,11 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
 }
 
 /**
- * Where the answer's JSON reads two ways on the path of `field` (a member of it named twice, a number in it that a
- * double cannot keep), or the value there cannot be kept as the target wrote it (unkeptAt), why the field is not read;
- * null when the field reads one way. Only that path counts: a 64-bit id elsewhere in the answer does not make its
- * status unreadable. No value is quoted: it may be a secret echoed.
- */
-/**
  * Whether a read's path to its field runs out where no record stands: at a list with no entry at that place (a search
  * that answered "no match" — or, lagging, "none yet" — with `{"data": []}`; an empty list whatever the path asks of
- * it), or at a null (`{"data": null}`). That is
- * no record without the field, which counts as the effect shown (a person's FAILED refused for good): nothing of the
- * effect was read. A path that runs out inside an object (or an entry) that is there is a record without the field.
+ * it), or at a null (`{"data": null}`). That is no record without the field, which counts as the effect shown (a
+ * person's FAILED refused for good): nothing of the effect was read. A path that runs out inside an object (or an
+ * entry) that is there is a record without the field.
  */
 function noRecordOnPath(body: unknown, field: string): boolean {
   let current: unknown = body;
@@ -674,6 +668,12 @@ function noRecordOnPath(body: unknown, field: string): boolean {
   return false;
 }
 
+/**
+ * Where the answer's JSON reads two ways on the path of `field` (a member of it named twice, a number in it that a
+ * double cannot keep), or the value there cannot be kept as the target wrote it (unkeptAt), why the field is not read;
+ * null when the field reads one way. Only that path counts: a 64-bit id elsewhere in the answer does not make its
+ * status unreadable. No value is quoted: it may be a secret echoed.
+ */
 function unclearAt(exchange: { json?: string; body?: unknown }, field: string): string | null {
   const issue = exchange.json === undefined ? null : rawJsonIssue(exchange.json, fieldSegments(field));
   if (!issue) return unkeptAt(exchange.body, field);
