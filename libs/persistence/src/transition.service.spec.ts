@@ -751,6 +751,53 @@ describe('TransitionService (real Postgres)', () => {
     expect(validating.data).toEqual({});
   });
 
+  it('an execution move that waited for the row is dated after the wait: a cancel’s failure is not dated before what the holder wrote', async () => {
+    const { executionId } = await newExecutionWithOneOperation();
+    const failure = { code: 'cancelled_by_caller', phase: 'created' };
+    const moved = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+      let answered = false;
+      const moving = transitions
+        .executionMoves(db.dataSource.manager, {
+          executionId,
+          from: E.CREATED,
+          moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
+          patch: { failure },
+        })
+        .finally(() => (answered = true));
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      // The database's clock moves on while the move waits (observed, not slept).
+      const [{ waiting }] = (await db.dataSource.query(`SELECT clock_timestamp() AS waiting`)) as { waiting: Date }[];
+      await waitFor(
+        async () =>
+          (
+            (await db.dataSource.query(
+              `SELECT clock_timestamp() > $1::timestamptz + interval '20 milliseconds' AS on`,
+              [waiting],
+            )) as { on: boolean }[]
+          )[0].on,
+        (on) => on,
+      );
+      expect(answered).toBe(false);
+      await transitions.annotate(holder.manager, { executionId, type: 'execution.observed' });
+      await holder.commitTransaction();
+      return moving;
+    });
+    expect(moved.won).toBe(true);
+    const [held, validating, failed] = (await eventTimes('execution_id', executionId)).slice(-3);
+    expect([held.type, validating.to_status, failed.to_status]).toEqual(['execution.observed', E.VALIDATING, E.FAILED]);
+    const [{ inOrder }] = (await db.dataSource.query(`SELECT $1::timestamptz >= $2::timestamptz AS "inOrder"`, [
+      validating.exact,
+      held.exact,
+    ])) as { inOrder: boolean }[];
+    const [row] = (await db.dataSource.query(`SELECT failure FROM executions WHERE id = $1`, [executionId])) as {
+      failure: { at: string };
+    }[];
+    expect({ inOrder, failedAfterHeld: row.failure.at >= held.at }).toEqual({ inOrder: true, failedAfterHeld: true });
+    expect(row.failure.at).toBe(failed.at);
+  });
+
   it('decide: a deny’s decided_at and the time of each event it writes (the decision’s, the move’s) are one instant', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await transitions.annotate(db.dataSource.manager, {
@@ -775,6 +822,83 @@ describe('TransitionService (real Postgres)', () => {
     ]);
     expect(events.map((e) => e.at)).toEqual([row.approval.decided_at, row.approval.decided_at]);
     expect(events[1].exact).toBe(events[0].exact);
+  });
+
+  it('decide: a decision that waited for its operation’s or execution’s row is dated after the wait, after what the holder wrote', async () => {
+    // A holder of the row writes an event while the decision waits for it. Dated by a reading of the clock taken before
+    // the wait, the decision's events (later in seq) were dated before the holder's, and its grant expired that much
+    // sooner than its validity.
+    const decidedWhileHeld = async (hold: 'operation' | 'execution') => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      const decided = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        const table = hold === 'operation' ? 'operations' : 'executions';
+        await holder.query(`SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [
+          hold === 'operation' ? operationId : executionId,
+        ]);
+        let answered = false;
+        const deciding = decideApproval(operationId, 'approve', { approvalStamp: { validForMs: 900_000 } }).finally(
+          () => (answered = true),
+        );
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        // The database's clock moves on while the decision waits (observed, not slept): a time it read before the
+        // wait is then a different millisecond from one read after.
+        const [{ waiting }] = (await db.dataSource.query(`SELECT clock_timestamp() AS waiting`)) as { waiting: Date }[];
+        await waitFor(
+          async () =>
+            (
+              (await db.dataSource.query(
+                `SELECT clock_timestamp() > $1::timestamptz + interval '20 milliseconds' AS on`,
+                [waiting],
+              )) as { on: boolean }[]
+            )[0].on,
+          (on) => on,
+        );
+        expect(answered).toBe(false);
+        if (hold === 'operation') {
+          await transitions.annotate(holder.manager, {
+            executionId,
+            operationId,
+            whileStatus: OperationStatus.PREPARED,
+            type: 'operation.observed',
+          });
+        } else {
+          await transitions.executionMoves(holder.manager, {
+            executionId,
+            from: E.CREATED,
+            moves: [{ to: E.VALIDATING }],
+          });
+        }
+        await holder.commitTransaction();
+        return deciding;
+      });
+      expect(decided.won).toBe(true);
+      const log = await eventTimes('execution_id', executionId);
+      const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
+        approval: { decided_at: string; expires_at: string };
+      }[];
+      return { log, approval: row.approval };
+    };
+    for (const hold of ['operation', 'execution'] as const) {
+      const { log, approval } = await decidedWhileHeld(hold);
+      const [held, decision] = log.slice(-2);
+      expect({ hold, types: [held.type, decision.type] }).toEqual({
+        hold,
+        types: [hold === 'operation' ? 'operation.observed' : 'execution.status_changed', 'approval.decided'],
+      });
+      // In seq order, in time order: the decision is not dated before the event committed ahead of it.
+      const [{ inOrder }] = (await db.dataSource.query(`SELECT $1::timestamptz >= $2::timestamptz AS "inOrder"`, [
+        decision.exact,
+        held.exact,
+      ])) as { inOrder: boolean }[];
+      expect({ hold, inOrder, decidedAfterHeld: approval.decided_at >= held.at }).toEqual({
+        hold,
+        inOrder: true,
+        decidedAfterHeld: true,
+      });
+      expect(approval.decided_at).toBe(decision.at);
+      expect(Date.parse(approval.expires_at) - Date.parse(approval.decided_at)).toBe(900_000);
+    }
   });
 
   it('decide: an approval naming the request it answers is written only while that request is the one on the row', async () => {

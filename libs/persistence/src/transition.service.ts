@@ -310,6 +310,23 @@ export interface DecisionInput {
   resolutionStamp?: boolean;
 }
 
+/**
+ * A decision's one reading of the database's clock (`stamp`: its `decided_at`, a grant's `expires_at`, a resolution's
+ * `at`, the time of its events), taken once the statement holds the rows it writes: the operation's (`$1`) and its
+ * execution's, locked as the UPDATEs that follow lock them (operation first, then execution; FOR NO KEY UPDATE, what an
+ * UPDATE of non-key columns takes). It is first read by the UPDATE of the operation for a row that matched its
+ * snapshot, before that UPDATE would wait for the row: `clock_timestamp()` alone there was the time before any wait for
+ * a writer holding the operation or the execution, which then committed events ahead of the decision's in seq but
+ * dated after them, and a grant written after a wait of a minute held a minute less than its validity.
+ */
+const DECISION_STAMP = `stamp AS MATERIALIZED (
+         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se)`;
+
+/** An execution move's reading of the clock (a failure's `at`, its events' time), once it holds the row (`$1`). */
+const EXECUTION_MOVE_STAMP = `stamp AS MATERIALIZED (
+         SELECT clock_timestamp() AS at FROM executions WHERE id = $1 FOR NO KEY UPDATE)`;
+
 /** The SQL condition for "not decided yet". A release (SENT) is a resolution too: it is recorded before the send. */
 const STILL_OPEN: Record<OpenDecision, string> = {
   approval: `coalesce(approval->>'state', '') NOT IN ('granted', 'denied')`,
@@ -865,6 +882,9 @@ export class TransitionService {
     const count = `$${first + 5}::int`;
     // A stamped approval's `decided_at` and the time of every event the decision writes (the decision's, the move's
     // that an operation's `failure.at` is read from) are one reading of the database's clock: one instant, one fact.
+    // Read once the statement holds the operation's row and its execution's (DECISION_STAMP): read before the UPDATE
+    // waited for a row another writer held, it dated the decision before the events that writer committed ahead of it
+    // in seq, and a grant expired sooner than its validity by the wait.
     const stamped = input.approvalStamp !== undefined || input.resolutionStamp === true;
     const stamp = isoInstant('(SELECT at FROM stamp)');
     const data = input.resolutionStamp
@@ -874,7 +894,7 @@ export class TransitionService {
       : 'm.data';
     const result = await rows<{ id: string; seq: string; execution_id: string; age_s: number }>(
       db,
-      `WITH ${stamped ? 'stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), ' : ''}moved AS (
+      `WITH ${stamped ? `${DECISION_STAMP}, ` : ''}moved AS (
          UPDATE operations SET ${sets.join(', ')}
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}${unchanged}
          RETURNING id, execution_id, tenant_id, created_at
@@ -967,6 +987,7 @@ export class TransitionService {
     // A failure is dated by the move that ends the execution: its `at` (on the row and in the events' data) and the
     // events' time are one reading of the database's clock, taken by this statement — not a time its writer computed
     // before it (a cancel's 409 names the event's time as `decided_at`; the two must be one instant).
+    // Read once the statement holds the execution's row (EXECUTION_MOVE_STAMP), as a decision's is.
     const stamped = input.patch?.failure != null;
     if (stamped) {
       const i = sets.findIndex((set) => set.startsWith('failure = $'));
@@ -986,7 +1007,7 @@ export class TransitionService {
       : 'm.data';
     const result = await rows<{ id: string; seq: string }>(
       db,
-      `WITH ${stamped ? 'stamp AS MATERIALIZED (SELECT clock_timestamp() AS at), ' : ''}moved AS (
+      `WITH ${stamped ? `${EXECUTION_MOVE_STAMP}, ` : ''}moved AS (
          UPDATE executions SET ${sets.join(', ')} WHERE id = $1 AND status = $2${settingsUnchanged}
          RETURNING id, tenant_id, event_seq
        )
