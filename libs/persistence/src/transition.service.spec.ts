@@ -1277,6 +1277,49 @@ describe('TransitionService (real Postgres)', () => {
     ).toBe(false);
   });
 
+  it('decide: stamped decisions queued behind a writer that changed the row: one is written, none deadlocks', async () => {
+    // Each decision locks the operation's row, then its execution's, before it reads the clock (its stamp), then updates
+    // the row it read on an older snapshot: the writer's update lies between. Each runs in a transaction of its own,
+    // where a deadlock is an error (a statement of its own is retried silently).
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const names = Array.from({ length: 8 }, (_, i) => `d${i}`);
+    const results = await withSessions(db.dataSource, ['holder', ...names], async (sessions) => {
+      await sessions.holder.startTransaction();
+      await transitions.annotate(sessions.holder.manager, {
+        executionId,
+        operationId,
+        whileStatus: OperationStatus.PREPARED,
+        type: 'operation.observed',
+      });
+      const deciding = names.map(async (name, i) => {
+        const session = sessions[name];
+        await session.startTransaction();
+        const deny = i % 2 === 1;
+        const result = await transitions.decide(session.manager, {
+          operation: snapshot(operationId),
+          tenantId: 'acme',
+          byKey: reviewerKey,
+          open: 'approval',
+          event: { type: 'approval.decided', data: { decision: deny ? 'deny' : 'approve' } },
+          merge: { approval: { state: deny ? 'denied' : 'granted', decided_by: `key_${i}` } },
+          approvalStamp: deny ? {} : { validForMs: 900_000 },
+          move: deny ? { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED } : undefined,
+        });
+        await session.commitTransaction();
+        return result;
+      });
+      await waitFor(
+        () => lockWaiters(db.dataSource),
+        (n) => n >= names.length,
+      );
+      await sessions.holder.commitTransaction();
+      return Promise.all(deciding);
+    });
+    expect(results.filter((r) => r.won)).toHaveLength(1);
+    const log = await eventsWhere({ executionId });
+    expect(log.filter((e) => e.type === 'approval.decided')).toHaveLength(1);
+  });
+
   it('decide: a decision by a key revoked before its statement commits is not written, also a revocation still under way', async () => {
     const approve = (operationId: string, byKey: string) => decideApproval(operationId, 'approve', { byKey });
     // Revoked (and committed) after the request was admitted on it: nothing written.
