@@ -1,5 +1,7 @@
 import { createApiKey } from '@verity/persistence';
-import { DEMO, Stack } from '../support/stack';
+import { lockWaiters, waitForLockWaiter } from '../support/lock-waits';
+import { withSessions } from '../support/sessions';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { events, expectLegalHistory, getOperation, submit, waitForOp } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
@@ -197,5 +199,55 @@ describe('api: the winner of a decision is named', () => {
     } finally {
       await stack.startApp('dispatcher');
     }
+  });
+
+  it('an approve that waited for the row a cancel holds is told the cancel decided, and writes nothing', async () => {
+    // The cancel takes the operation's row, then waits for the execution's (held here); the approve, judged on the
+    // operation as it read it (still asked for), then waits for the cancel's hold on the operation. The holder lets
+    // go: the cancel commits first. An approval written on what it had read would have granted a cancelled operation.
+    const created = await submit(stack, [charge(unique('win-waited'), { requires_approval: true })]);
+    const op = await waitForOp(stack, created.id, 'charge', (o) => o.approval?.state === 'requested');
+    const db = stack.db.dataSource;
+    const { cancelled, approve } = await withSessions(db, ['holder'], async ({ holder }) => {
+      await holder.startTransaction();
+      const [{ pid }] = (await holder.query(`SELECT pg_backend_pid() AS pid`)) as { pid: number }[];
+      await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [created.id]);
+      let cancelAnswered = false;
+      const cancelling = post<Problem>(`/v1/executions/${created.id}/cancel`, {}, DEMO.agent).finally(
+        () => (cancelAnswered = true),
+      );
+      await waitForLockWaiter(db, { blockedBy: pid, unless: () => cancelAnswered });
+      expect(cancelAnswered).toBe(false);
+      let approveAnswered = false;
+      const approving = post<Problem>(`/v1/operations/${op.id}/approval`, { decision: 'approve' }).finally(
+        () => (approveAnswered = true),
+      );
+      await waitFor(
+        async () => approveAnswered || (await lockWaiters(db)) >= 2,
+        (done) => done,
+      );
+      expect(approveAnswered).toBe(false);
+      await holder.commitTransaction();
+      return { cancelled: await cancelling, approve: await approving };
+    });
+    expect(cancelled.status).toBe(200);
+    const log = await events(stack, created.id);
+    const cancel = log.find((e) => e.type === 'execution.status_changed' && e.to_status === 'cancelled')!;
+    expect({ status: approve.status, body: approve.body }).toMatchObject({
+      status: 409,
+      body: {
+        type: 'https://verity.dev/problems/already-decided',
+        decision: 'cancel',
+        decided_by: (cancel.data as { by: string }).by,
+        decided_at: cancel.created_at,
+        current_status: 'CANCELLED',
+      },
+    });
+    expect(log.filter((e) => e.type === 'approval.decided')).toEqual([]);
+    expect(await getOperation(stack, op.id)).toMatchObject({ status: 'CANCELLED' });
+    expect(
+      (await stack.db.dataSource.query(`SELECT approval->>'state' AS state FROM operations WHERE id = $1`, [op.id]))[0],
+    ).toEqual({ state: 'requested' });
+    expectLegalHistory(log);
   });
 });
