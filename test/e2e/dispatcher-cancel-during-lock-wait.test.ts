@@ -49,8 +49,10 @@ describe('a dispatch waiting for the tenant’s row while the API cancels its ex
       });
       expect(cancelled.status).toBe(200);
       expect(cancelled.body.status).toBe('cancelled');
-      // The cancel committed while the SENT statement still waited for the row.
-      expect(await lockWaiters(stack.db.dataSource, SENT_STATEMENT, pid)).toBe(1);
+      // The cancel committed while the SENT statement still waited for the row. Another advance of the execution (the
+      // sweeper re-drives one that stays unsent, late on a loaded machine) may be waiting beside it: every one of them
+      // must send nothing, which is what follows checks.
+      expect(await lockWaiters(stack.db.dataSource, SENT_STATEMENT, pid)).toBeGreaterThanOrEqual(1);
 
       // The policy write ends, having changed nothing the send judges.
       await policyWrite.commitTransaction();
