@@ -69,6 +69,39 @@ jest.setTimeout(120_000);
     await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
   });
 
+  it('the board draws its queues and a queue’s page offline: no request leaves for another origin, no rule of its content policy is broken', async () => {
+    const origin = new URL(stack.apiUrl).origin;
+    // Every request the page makes, as the browser would send it; another origin's is refused (no network here).
+    const elsewhere: string[] = [];
+    await page.context().route('**/*', async (route) => {
+      const url = route.request().url();
+      if (new URL(url).origin === origin || url.startsWith('data:')) return route.continue();
+      elsewhere.push(url);
+      await route.abort('blockedbyclient');
+    });
+    const refused: string[] = [];
+    page.on('console', (message) => {
+      if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
+    });
+    await page.exposeFunction('policyRefused', (what: string) => refused.push(what));
+    await page.addInitScript(`document.addEventListener('securitypolicyviolation', (event) =>
+      window.policyRefused(event.violatedDirective + ' ' + event.blockedURI))`);
+    const jobs = page.waitForResponse(
+      (response) => isQueueList(response) && new URL(response.url()).searchParams.get('activeQueue') === 'dispatch',
+    );
+    await page.goto(`${stack.apiUrl}/admin/queues/queue/dispatch`);
+    expect((await jobs).status()).toBe(200);
+    await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
+    await page.getByRole('link', { name: 'webhooks', exact: true }).first().click();
+    await page.waitForURL(/\/admin\/queues\/queue\/webhooks$/);
+    await page.getByRole('link', { name: 'webhooks', exact: true }).first().waitFor();
+    await page.screenshot({ path: join(SHOTS, 'bull-board-offline.png') });
+    // The page's styles applied (its own stylesheet, and the inline styles it sets): the layout is not the bare HTML.
+    const background = await page.evaluate('getComputedStyle(document.body).backgroundColor');
+    expect(background).not.toBe('rgba(0, 0, 0, 0)');
+    expect({ elsewhere, refused }).toEqual({ elsewhere: [], refused: [] });
+  });
+
   it('a queue that is there is shown, with no "Queue not found"', async () => {
     const list = page.waitForResponse(
       (response) => isQueueList(response) && new URL(response.url()).searchParams.get('activeQueue') === 'dispatch',

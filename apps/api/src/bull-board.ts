@@ -10,7 +10,7 @@ import { authenticateOperator, basicPassword, bearerToken } from './auth/auth.gu
 import type { OperatorPrincipal } from './auth/principal';
 import { isDatabaseUnavailable } from '@verity/persistence';
 import { refuseReadBody } from './http/no-body';
-import { pageSecurityHeaders } from './http/security-headers';
+import { boardSecurityHeaders } from './http/security-headers';
 import { Problem, ProblemCode, sendProblem } from './problem/problem';
 
 export const BULL_BOARD_ROUTE = '/admin/queues';
@@ -50,8 +50,10 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
   };
   app.use(
     BULL_BOARD_ROUTE,
-    pageSecurityHeaders,
+    boardSecurityHeaders,
+    boardCaching,
     guard,
+    ownResourcesOnly,
     refuseReadBody,
     refuseUndecodableQueueNames,
     refuseUnboundedPages,
@@ -62,6 +64,47 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     refuseLogsOfMissingJobs(queuesByName),
     serverAdapter.getRouter(),
   );
+}
+
+/** The board's files (its scripts, stylesheets, images, translations), as its router serves them. */
+const BOARD_FILES = /^\/static\//;
+
+/**
+ * What a cache may keep of the board's answers: its API answers list tenants' jobs and its page is the operator's, so
+ * neither is kept anywhere (`no-store`); its files are the same for everyone but served only to an operator, so a
+ * shared cache keeps none (`private`), and a browser asks again each time (`no-cache`: a 304 while they have not
+ * changed). The board's file server said `public, max-age=0`; it keeps a Cache-Control already set.
+ */
+export function boardCaching(req: Request, res: Response, next: NextFunction): void {
+  res.setHeader('cache-control', BOARD_FILES.test(req.path) ? 'private, no-cache' : 'no-store');
+  next();
+}
+
+/** A `<link>` of the page to another origin (an absolute or scheme-relative href), with the space after it. */
+const LINK_ELSEWHERE = /<link\b[^>]*\bhref\s*=\s*["']?(?:[a-z][a-z0-9+.-]*:|\/\/)[^>]*>\s*/gi;
+
+/**
+ * The board's page linked a stylesheet of Google Fonts: each opening of the board told a third party that, and when,
+ * an operator looked at the queues (and failed offline). The page is served without its links to another origin (the
+ * board's own stylesheet falls back to the system's fonts); its content policy (BULL_BOARD_CSP) refuses whatever
+ * else would load from one.
+ */
+export function ownResourcesOnly(_req: Request, res: Response, next: NextFunction): void {
+  const render = res.render.bind(res) as (view: string, options: object, done: RenderDone) => void;
+  res.render = ((view: string, options?: object) => {
+    render(view, options ?? {}, (error, html) => {
+      if (error) return next(error);
+      res.send(withoutLinksElsewhere(html));
+    });
+  }) as Response['render'];
+  next();
+}
+
+type RenderDone = (error: Error | null, html: string) => void;
+
+/** `html` without its `<link>`s to another origin. */
+export function withoutLinksElsewhere(html: string): string {
+  return html.replace(LINK_ELSEWHERE, '');
 }
 
 /** The query parameters whose value Bull Board decodes once more (decodeURIComponent) after express has. */
