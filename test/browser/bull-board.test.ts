@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Browser, Page, Response } from 'playwright-core';
+import { JobName } from '@verity/queues';
 import { CHROMIUM, launchChromium, SHOTS } from './chromium';
 import { DEMO, Stack } from '../support/stack';
 
@@ -69,7 +70,7 @@ jest.setTimeout(120_000);
     await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
   });
 
-  it('the board draws its queues and a queue’s page offline: no request leaves for another origin, no rule of its content policy is broken', async () => {
+  it('the board draws its queues, a queue’s page and a job’s offline: no request leaves for another origin, no rule of its content policy is broken', async () => {
     const origin = new URL(stack.apiUrl).origin;
     // Every request the page makes, as the browser would send it; another origin's is refused (no network here).
     const elsewhere: string[] = [];
@@ -95,6 +96,14 @@ jest.setTimeout(120_000);
     await page.getByRole('link', { name: 'webhooks', exact: true }).first().click();
     await page.waitForURL(/\/admin\/queues\/queue\/webhooks$/);
     await page.getByRole('link', { name: 'webhooks', exact: true }).first().waitFor();
+    // A job's own page (its data, options and log, highlighted): no reconciler runs, so the sweep job waits.
+    const { producer } = await stack.queues();
+    await producer.enqueue(JobName.SWEEP, {}, { jobId: 'board-offline' });
+    await page.goto(`${stack.apiUrl}/admin/queues/queue/sweep/board-offline`);
+    await page.getByText('board-offline', { exact: true }).first().waitFor();
+    await page.getByText('jobData:', { exact: true }).first().waitFor();
+    await page.getByText('Options', { exact: true }).first().click();
+    await page.getByText('attempts:', { exact: true }).first().waitFor();
     await page.screenshot({ path: join(SHOTS, 'bull-board-offline.png') });
     // The page's styles applied (its own stylesheet, and the inline styles it sets): the layout is not the bare HTML.
     const background = await page.evaluate('getComputedStyle(document.body).backgroundColor');
