@@ -232,6 +232,12 @@ describe('Bull Board: what the jobs store and the board shows holds no secret', 
         }
       }
     }
+    // The board's other reads: its Redis panel (Redis with a password here), its page (its settings inline).
+    for (const path of ['/api/redis/stats', '/api/queues/webhooks/' + String(failed[0].id), '/']) {
+      const res = await http(stack.apiUrl, 'GET', `/admin/queues${path}`, { key: DEMO.operator });
+      expect([path, res.status]).toEqual([path, 200]);
+      if (forbidden.some((secret) => res.text.includes(secret)) || URL_WITH_PASSWORD.test(res.text)) shown.push(path);
+    }
     expect(shown).toEqual([]);
     // Nor what the processes printed (their logs) while they ran those paths.
     const printed = stack.apps.filter((app) => forbidden.some((text) => app.output.join('').includes(text)));
