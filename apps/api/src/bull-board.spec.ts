@@ -2,7 +2,7 @@ import type { Logger } from '@verity/platform';
 import express from 'express';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { boardErrorsAsProblems } from './bull-board';
+import { boardErrorsAsProblems, withoutLinksElsewhere } from './bull-board';
 
 /** The layer in front of Bull Board's router, with a stand-in for the board answering as Bull Board does. */
 async function serve(logger: Logger, status: number, body: unknown) {
@@ -80,5 +80,23 @@ describe('Bull Board errors as problems', () => {
     } finally {
       await served.close();
     }
+  });
+});
+
+describe('withoutLinksElsewhere', () => {
+  it('leaves out every <link> to another origin however its href is written, and keeps the page’s own', () => {
+    const own = [
+      '<link rel="icon" type="image/svg+xml" id="fav-logo" href="static/images/logo.svg">',
+      '<link href="static/css/main.88d71b4bd7.css" rel="stylesheet">',
+      '<link rel="stylesheet" href="/admin/queues/static/x.css">',
+    ];
+    const elsewhere = [
+      '<link href="https://fonts.googleapis.com/css2?family=IBM+Plex+Sans&display=swap" rel="stylesheet">',
+      "<LINK rel='preconnect' HREF='https://fonts.gstatic.com' crossorigin>",
+      '<link rel="stylesheet" href=//cdn.example.com/x.css>',
+      '<link rel="dns-prefetch" href = "http://tracker.example">',
+    ];
+    const page = `<head>\n${[...elsewhere, ...own].join('\n')}\n</head>`;
+    expect(withoutLinksElsewhere(page)).toBe(`<head>\n${own.join('\n')}\n</head>`);
   });
 });
