@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type IORedis from 'ioredis';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { TEST_REDIS_URL } from '../support/services';
-import { http } from '../support/http';
+import { charge, http, unique } from '../support/http';
 import { Call, Op, httpOp, recordingClient, submitOps } from './connectors-support';
 
 // Spaces, "/", "+" and a quote, so that its percent-encoded and JSON-escaped spellings differ from the plain one.
@@ -87,7 +87,7 @@ const URL_WITH_PASSWORD = /[a-z][a-z0-9+.-]*:\/\/[^\s/@"']*:[^\s/@"']+@/i;
  * Bull Board shows the platform operator every tenant's jobs: their data, return values, failure reasons and stack
  * traces. None of them may hold a tenant's secret value (in any spelling), a webhook signing secret, an API key or a
  * URL with a password — after the paths that handle them ran and failed: a send whose answer echoes the secret, a
- * read-back of it, an answer broken off midway, webhook deliveries answered 500 with the signature echoed and cut off
+ * read-back of it, an answer broken off midway, a charge whose answer the sandbox provider drops (reconciled), webhook deliveries answered 500 with the signature echoed and cut off
  * before an answer (their jobs failed, kept for a retry). Read in Redis itself, as the board's API answers it, and in
  * what the processes printed. The workers run with a password in their DATABASE_URL and REDIS_URL.
  */
@@ -177,9 +177,20 @@ describe('Bull Board: what the jobs store and the board shows holds no secret', 
       }),
       httpOp('broken', { method: 'POST', url: `${host.base}/break`, headers: withSecret, body: { note: 'x' } }),
     ]);
-    const ops = execution.operations.map((op) => op.id);
-    // Both end with a person: the read found another value, and a broken answer cannot be read back.
-    for (const id of ops) {
+    // A charge whose answer the provider never gives (it committed it): the operation is reconciled, and found.
+    await stack.setFaults({
+      rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit', count: 1 }],
+    });
+    const charged = await submitOps(call, [charge(unique('board-charge'))]);
+    await waitFor(
+      async () => (await call<Op>('GET', `/v1/operations/${charged.operations[0].id}`)).body,
+      (op) => op.status === 'VERIFIED',
+      45_000,
+      150,
+    );
+    const ops = [...execution.operations, ...charged.operations].map((op) => op.id);
+    // The http ones end with a person: the read found another value, and a broken answer cannot be read back.
+    for (const { id } of execution.operations) {
       await waitFor(
         async () => (await call<Op>('GET', `/v1/operations/${id}`)).body,
         (op) => op.status === 'MANUAL_REVIEW',
@@ -201,7 +212,7 @@ describe('Bull Board: what the jobs store and the board shows holds no secret', 
     // The sends' jobs, with what they returned.
     const dispatched = (await boardList('dispatch', 'completed')).jobs;
     expect(dispatched.map((job) => (job.data as { operationId?: string }).operationId).sort()).toEqual([...ops].sort());
-    expect(dispatched.map((job) => typeof job.returnValue)).toEqual(['string', 'string']);
+    expect(dispatched.map((job) => typeof job.returnValue)).toEqual(['string', 'string', 'string']);
 
     const forbidden = [
       ...SPELLINGS,
