@@ -166,6 +166,20 @@ export class ResponseValidator {
     return problems;
   }
 
+  /**
+   * What is wrong with this JSON request body for the method and path (an empty list when the document's request
+   * body schema accepts it): the docs' example requests are checked with it.
+   */
+  checkRequest(method: string, path: string, body: unknown): string[] {
+    const template = this.route(path);
+    const verb = method.toLowerCase();
+    const operation = template ? (this.doc.paths[template][verb] as { requestBody?: unknown } | undefined) : undefined;
+    if (!template || !operation) return [`${method} ${path} is not in the document`];
+    if (!operation.requestBody) return [`${method} ${template} is documented without a request body`];
+    const validate = this.validator(`#/paths/${escape(template)}/${verb}/requestBody/content/application~1json/schema`);
+    return validate(body) ? [] : formatErrors(validate.errors ?? []);
+  }
+
   /** Whether the body of this content type is read and validated (JSON) or left alone (streams, HTML, text). */
   static readsBody(headers: Headers): boolean {
     return isJson(mediaType(headers));
