@@ -1,0 +1,215 @@
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { CONFIG_VARIABLES } from '../../libs/platform/src/config';
+import { PROBLEM_CODES } from '../../apps/api/src/problem/problem';
+
+/**
+ * What the docs name must exist: a route is one the API documents (or the sandbox provider serves), a problem code
+ * one the API sends, an environment variable one a program reads. Each check is shown to refuse a made-up name.
+ */
+const ROOT = join(__dirname, '..', '..');
+const DOCS = [
+  'README.md',
+  'libs/sdk/README.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    // The records: what was decided and measured when, in the words of the time.
+    .filter((name) => name.endsWith('.md') && name !== 'decisions.md' && name !== 'benchmarks.md')
+    .map((name) => `docs/${name}`),
+];
+const TEXTS = DOCS.map((file) => ({ file, text: readFileSync(join(ROOT, file), 'utf8') }));
+
+function files(path: string): string[] {
+  return statSync(path).isFile()
+    ? [path]
+    : readdirSync(path)
+        .filter((name) => name !== 'node_modules' && name !== 'dist' && name !== 'generated' && !name.startsWith('.'))
+        .flatMap((name) => files(join(path, name)));
+}
+
+/** The source of the programs and tests (not their specs' fixtures): where a name the docs use must be read. */
+const SOURCE = ['apps', 'libs', 'scripts', 'test']
+  .flatMap((dir) => files(join(ROOT, dir)))
+  .filter((file) => file.endsWith('.ts') && !file.endsWith('docs-names.test.ts'))
+  .map((file) => ({ file: relative(ROOT, file), text: readFileSync(file, 'utf8') }));
+
+// --- routes ---------------------------------------------------------------------------------------------------
+
+const OPENAPI = JSON.parse(readFileSync(join(ROOT, 'libs/sdk/src/generated/openapi.json'), 'utf8')) as {
+  paths: Record<string, Record<string, unknown>>;
+};
+const API_ROUTES = Object.entries(OPENAPI.paths).flatMap(([path, item]) =>
+  Object.keys(item).map((method) => ({ method: method.toUpperCase(), path })),
+);
+const SANDBOX_ROUTES = (() => {
+  const source = readFileSync(join(ROOT, 'apps/sandbox-provider/src/sandbox-provider.ts'), 'utf8');
+  return [
+    ...[...source.matchAll(/path === '([^']+)' && method === '([A-Z]+)'/g)].map(([, path, method]) => ({
+      method,
+      path,
+    })),
+    ...[...source.matchAll(/method === '([A-Z]+)' && path === '([^']+)'/g)].map(([, method, path]) => ({
+      method,
+      path,
+    })),
+  ];
+})();
+/** Named by the docs as what the API refuses: a method a documented path does not take. */
+const REFUSED_METHODS = ['DELETE /v1/executions/{id}', 'PUT /v1/executions', 'DELETE /mcp'];
+
+function routeExists(method: string, path: string): boolean {
+  // A template matches itself (`/v1/operations/{id}`) and every path it stands for (`/v1/operations/op_1`).
+  const matches = (template: string) =>
+    template === path ||
+    new RegExp(
+      `^${template
+        .split(/\{[^}]+\}/)
+        .map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&'))
+        .join('[^/]+')}/?$`,
+    ).test(path);
+  return [...API_ROUTES, ...SANDBOX_ROUTES].some(
+    (route) => (route.method === method || (method === 'HEAD' && route.method === 'GET')) && matches(route.path),
+  );
+}
+
+function documentedRoutes(): { where: string; method: string; path: string }[] {
+  return TEXTS.flatMap(({ file, text }) =>
+    [...text.matchAll(/\b(GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) `?(\/[A-Za-z0-9_\-{}./]*)/g)].map((m) => ({
+      where: `${file}:${text.slice(0, m.index).split('\n').length}`,
+      method: m[1],
+      // A sentence's full stop is not part of the path.
+      path: m[2].replace(/\.$/, ''),
+    })),
+  );
+}
+
+describe('the routes the docs name', () => {
+  it('are operations of the OpenAPI document or routes of the sandbox provider', () => {
+    const unknown = documentedRoutes().filter(
+      ({ method, path }) =>
+        !REFUSED_METHODS.includes(`${method} ${path}`) &&
+        !routeExists(method, path) &&
+        // `GET /v1/review/…`: the review endpoints, each of which the document has.
+        !(
+          path.endsWith('/') &&
+          path !== '/' &&
+          API_ROUTES.some((route) => route.method === method && route.path.startsWith(path))
+        ),
+    );
+    expect(unknown).toEqual([]);
+  });
+
+  it('refuse a made-up one', () => {
+    expect(documentedRoutes().length).toBeGreaterThan(50);
+    expect(routeExists('GET', '/v1/executions/exe_1/events')).toBe(true);
+    expect(routeExists('GET', '/v1/executions/exe_1/frobs')).toBe(false);
+    expect(routeExists('DELETE', '/v1/executions/{id}')).toBe(false);
+  });
+});
+
+// --- problem codes --------------------------------------------------------------------------------------------
+
+/** A problem's type URL, or a name after a status code: `409 operation-moved`, 409 `operation-moved`. */
+function documentedProblemCodes(text: string): string[] {
+  return [
+    ...[...text.matchAll(/verity\.dev\/problems\/([a-z0-9-]+)/g)].map((m) => m[1]),
+    ...[...text.matchAll(/`[45]\d\d ([a-z]+(?:-[a-z]+)*)`/g)].map((m) => m[1]),
+    ...[...text.matchAll(/\b[45]\d\d`?,? (?:problem )?`([a-z]+(?:-[a-z]+)+)`/g)].map((m) => m[1]),
+  ];
+}
+
+describe('the problem codes the docs name', () => {
+  it('are codes the API sends', () => {
+    const unknown = TEXTS.flatMap(({ file, text }) =>
+      documentedProblemCodes(text)
+        .filter((code) => !(PROBLEM_CODES as readonly string[]).includes(code))
+        .map((code) => `${file}: ${code}`),
+    );
+    expect(unknown).toEqual([]);
+  });
+
+  it('refuse a made-up one', () => {
+    const found = documentedProblemCodes(
+      '`409 execution-busy`, https://verity.dev/problems/made-up and 409 `made-up-too`',
+    );
+    expect(found.filter((code) => !(PROBLEM_CODES as readonly string[]).includes(code))).toEqual([
+      'made-up',
+      'execution-busy',
+      'made-up-too',
+    ]);
+  });
+});
+
+// --- environment variables ------------------------------------------------------------------------------------
+
+/** Read by the OpenTelemetry SDK, a container image or the system, not by Verity's code. */
+const READ_BY_OTHERS = [/^OTEL_/, /^NODE_OPTIONS$/, /^POSTGRES_(PASSWORD|HOST_AUTH_METHOD)$/];
+/**
+ * Not variables: misspellings the docs give as examples of what start-up refuses or warns about, and a constant of the
+ * code the docs name as one (`PRODUCER_COMMAND_TIMEOUT_MS` in libs/platform).
+ */
+const NOT_VARIABLES = [
+  'SWEEP_INTERVAL',
+  'BULL_BOARD_WRITEABLE',
+  'DATABASE_URI',
+  'SECRET_KEY',
+  'PRODUCER_COMMAND_TIMEOUT_MS',
+];
+/** `npm run chaos` reads each of its flags from CHAOS_<FLAG> too (test/chaos/run.ts). */
+const CHAOS_FLAGS = [...readFileSync(join(ROOT, 'test/chaos/run.ts'), 'utf8').matchAll(/^ {2}'?([a-z-]+)'?: \{/gm)].map(
+  (m) => `CHAOS_${m[1].toUpperCase().replace(/-/g, '_')}`,
+);
+
+/** The variables docker-compose.yml reads (`${NAME:-default}`). */
+const COMPOSE = [...readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8').matchAll(/\$\{([A-Z][A-Z0-9_]*)/g)].map(
+  (m) => m[1],
+);
+
+/** Whether a program or test reads this variable from the environment. */
+function readFromEnvironment(name: string): boolean {
+  if ([...CONFIG_VARIABLES, ...COMPOSE, ...CHAOS_FLAGS].includes(name)) return true;
+  if (READ_BY_OTHERS.some((pattern) => pattern.test(name))) return true;
+  const reads = [
+    new RegExp(`\\benv\\.${name}\\b`),
+    new RegExp(`\\benv\\[['"]${name}['"]\\]`),
+    new RegExp(`['"]${name}['"]`), // passed by name to a reader (parsePort('SANDBOX_PORT'), a settings table)
+    new RegExp(`^\\s+${name}: wholeNumberVariable\\(`, 'm'),
+  ];
+  return SOURCE.some(({ text }) => reads.some((read) => read.test(text)));
+}
+
+/**
+ * The names the docs give as environment variables: in backticks, `NAME` or `NAME=value`, where NAME reads like a
+ * setting (a duration, port, URL, path, flag or limit). Status names, failure codes and constants of the code
+ * (`VERIFIED`, `SOURCE_UNREACHABLE`, `RELEASABLE_EXECUTION_STATUSES`) are other things.
+ */
+function documentedVariables(text: string): string[] {
+  const setting =
+    /_(MS|PORT|URL|BIN|DIR|KEY|TOKEN|HOST|BIND|LEVEL|FORMAT|ENV|SIZE|BATCH|BUDGET|SHARDS|NODES|PREFIX|PROXY|ORIGINS|CONCURRENCY|ATTEMPTS|AFTER|SEED|RUNS|LOG|WRITABLE|WRITEABLE|PUBLIC|DEMO|EGRESS|MIGRATIONS|ENDPOINT|NAME|DISABLED|EXPORTER|PROTOCOL|HEADERS|SAMPLER|SAMPLER_ARG|ATTRIBUTES|PASSWORD|METHOD|MINUTE|PROCESS|EFFECTS|REQUESTS|KEY_ID|URI|INTERVAL|SEND|ADVANCE|ID)$|^(PORT|HOST|NODE_ENV|NO_COLOR|TRUST_PROXY)$/;
+  return [
+    ...new Set(
+      [...text.matchAll(/`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)(?:=[^`]*)?`/g)]
+        .map((m) => m[1])
+        .filter((name) => setting.test(name) || text.includes(`\`${name}=`)),
+    ),
+  ];
+}
+
+describe('the environment variables the docs name', () => {
+  it('are read by a program, a test, docker-compose.yml or the OpenTelemetry SDK', () => {
+    const unknown = TEXTS.flatMap(({ file, text }) =>
+      documentedVariables(text)
+        .filter((name) => !NOT_VARIABLES.includes(name) && !readFromEnvironment(name))
+        .map((name) => `${file}: ${name}`),
+    );
+    expect(unknown).toEqual([]);
+  });
+
+  it('refuse a made-up one', () => {
+    expect(documentedVariables('`VERITY_FROB_MS`, `FROB=1`, `VERIFIED`')).toEqual(['VERITY_FROB_MS', 'FROB']);
+    expect(readFromEnvironment('VERITY_FROB_MS')).toBe(false);
+    expect(readFromEnvironment('SWEEP_INTERVAL_MS')).toBe(true);
+    expect(readFromEnvironment('SANDBOX_MAX_EFFECTS')).toBe(true);
+    expect(readFromEnvironment('CHAOS_REDIS_CLUSTER')).toBe(true);
+    expect(readFromEnvironment('CHAOS_FROB')).toBe(false);
+  });
+});
