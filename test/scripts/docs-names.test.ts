@@ -213,3 +213,44 @@ describe('the environment variables the docs name', () => {
     expect(readFromEnvironment('CHAOS_FROB')).toBe(false);
   });
 });
+
+// --- tests ----------------------------------------------------------------------------------------------------
+
+/**
+ * Whether `test/<dir>/<name>.test.ts` has a test whose title holds each piece of `title` (pieces cut at "…"); a title
+ * written with `%s` (it.each) holds a piece that has its text before the `%s`.
+ */
+function testExists(name: string, title: string): boolean {
+  const source = SOURCE.find(({ file }) => new RegExp(`^test/[a-z0-9]+/${name}\\.test\\.ts$`).test(file))?.text;
+  if (source === undefined) return false;
+  const flat = source.replace(/\s+/g, ' ');
+  const templates = [...flat.matchAll(/'([^']*%[sdpij][^']*)'/g)].map((m) => m[1].split(/%[sdpij]/)[0]);
+  return title
+    .replace(/\s+/g, ' ')
+    .split('…')
+    .map((piece) => piece.trim().replace(/[;:,]$/, ''))
+    .filter(Boolean)
+    .every((piece) => flat.includes(piece) || templates.some((fixed) => fixed !== '' && piece.startsWith(fixed)));
+}
+
+function documentedTests(): { where: string; name: string; title: string }[] {
+  return TEXTS.flatMap(({ file, text }) =>
+    [...text.matchAll(/`([a-z0-9-]+) › ([^`]+)`/g)]
+      // "`file › test name`" says how the others are written.
+      .filter((m) => m[1] !== 'file')
+      .map((m) => ({ where: `${file}:${text.slice(0, m.index).split('\n').length}`, name: m[1], title: m[2] })),
+  );
+}
+
+describe('the tests the docs name (`file › test name`)', () => {
+  it('are tests of that file', () => {
+    expect(documentedTests().filter(({ name, title }) => !testExists(name, title))).toEqual([]);
+  });
+
+  it('refuse a made-up one', () => {
+    expect(documentedTests().length).toBeGreaterThan(20);
+    expect(testExists('late-rejection', 'comes after a reviewer’s VERIFIED: …')).toBe(true);
+    expect(testExists('late-rejection', 'comes after a frob …')).toBe(false);
+    expect(testExists('no-such-file', 'anything')).toBe(false);
+  });
+});
