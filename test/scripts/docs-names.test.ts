@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { CONFIG_VARIABLES } from '../../libs/platform/src/config';
 import { PROBLEM_CODES } from '../../apps/api/src/problem/problem';
@@ -252,5 +252,36 @@ describe('the tests the docs name (`file › test name`)', () => {
     expect(testExists('late-rejection', 'comes after a reviewer’s VERIFIED: …')).toBe(true);
     expect(testExists('late-rejection', 'comes after a frob …')).toBe(false);
     expect(testExists('no-such-file', 'anything')).toBe(false);
+  });
+});
+
+// --- files ----------------------------------------------------------------------------------------------------
+
+/** The files of the repository the docs name in backticks (`apps/…`, `libs/…`, `test/…`, `scripts/…`, `deploy/…`). */
+function documentedFiles(text: string): string[] {
+  return [...text.matchAll(/`((?:apps|libs|test|scripts|deploy)\/[A-Za-z0-9_./-]+)`/g)]
+    .map((m) => m[1].replace(/[.,:]$/, ''))
+    .filter((path) => !/^libs\/sdk\/(dist|verity-sdk-[\d.]+\.tgz)/.test(path)); // made by npm run build / npm pack
+}
+
+describe('the files the docs name', () => {
+  it('exist (a path in the SDK README may be relative to libs/sdk)', () => {
+    const missing = TEXTS.flatMap(({ file, text }) =>
+      documentedFiles(text)
+        .filter(
+          (path) =>
+            !existsSync(join(ROOT, path)) &&
+            !(file.startsWith('libs/sdk/') && existsSync(join(ROOT, 'libs/sdk', path))),
+        )
+        .map((path) => `${file}: ${path}`),
+    );
+    expect(missing).toEqual([]);
+  });
+
+  it('refuse a made-up one', () => {
+    const found = documentedFiles('`apps/api/src/frob.ts`, `libs/sdk/dist/index.js`, `test/e2e/api-reads.test.ts`');
+    expect(found).toEqual(['apps/api/src/frob.ts', 'test/e2e/api-reads.test.ts']);
+    expect(found.filter((path) => !existsSync(join(ROOT, path)))).toEqual(['apps/api/src/frob.ts']);
+    expect(TEXTS.flatMap(({ text }) => documentedFiles(text)).length).toBeGreaterThan(20);
   });
 });
