@@ -173,3 +173,50 @@ describe('docs/operations.md, "Timing settings"', () => {
     expect(wrong).toEqual([]);
   });
 });
+
+describe('the defaults the docs give in prose', () => {
+  const DOCS = [
+    'README.md',
+    'libs/sdk/README.md',
+    ...readdirSync(join(ROOT, 'docs'))
+      // The records: what was decided and measured when, in the words of the time.
+      .filter((name) => name.endsWith('.md') && name !== 'decisions.md' && name !== 'benchmarks.md')
+      .map((name) => `docs/${name}`),
+  ];
+
+  /**
+   * Each `NAME` (or `A + B`) the text follows with a number — `IDEMPOTENCY_TTL_MS` (24 h by default),
+   * `WEBHOOK_MAX_ATTEMPTS` 8, `CONNECTOR_TIMEOUT_MS + SEND_GRACE_MS` (10 s by default) — where every name is a
+   * variable loadConfig reads: the number, in milliseconds where it has a unit, and the sum of the defaults.
+   */
+  function statedDefaults(text: string): { stated: string; documented: number; actual: number }[] {
+    const defaults = loadConfig({}) as Record<string, unknown>;
+    const pattern =
+      /`([A-Z][A-Z0-9_]*(?: \+ [A-Z][A-Z0-9_]*)*)` \(?(?:default |by default )?(\d[\d ]*(?:\.\d+)?)(?: ?(ms|s|min|h|days?))?(?=[ ,;.)])/g;
+    return [...text.replace(/\s+/g, ' ').matchAll(pattern)].flatMap(([stated, expression, digits, unit]) => {
+      const names = expression.split(' + ');
+      if (!names.every((name) => (CONFIG_VARIABLES as string[]).includes(name))) return [];
+      const values = names.map((name) => defaults[name]);
+      if (!values.every((value) => typeof value === 'number')) return [];
+      const documented = Number(digits.replace(/ /g, '')) * (UNITS[unit ?? ''] ?? 1);
+      return [{ stated, documented, actual: (values as number[]).reduce((a, b) => a + b, 0) }];
+    });
+  }
+
+  it('are the defaults loadConfig applies', () => {
+    const stated = DOCS.flatMap((file) =>
+      statedDefaults(readFileSync(join(ROOT, file), 'utf8')).map((found) => ({ file, ...found })),
+    );
+    expect(stated.length).toBeGreaterThan(20);
+    expect(stated.filter(({ documented, actual }) => documented !== actual)).toEqual([]);
+  });
+
+  it('catch a wrong one', () => {
+    expect(
+      statedDefaults('waits `CONNECTOR_TIMEOUT_MS + SEND_GRACE_MS` (6 s by default), `WEBHOOK_MAX_ATTEMPTS` 8.'),
+    ).toEqual([
+      { stated: '`CONNECTOR_TIMEOUT_MS + SEND_GRACE_MS` (6 s', documented: 6000, actual: 10000 },
+      { stated: '`WEBHOOK_MAX_ATTEMPTS` 8', documented: 8, actual: 8 },
+    ]);
+  });
+});
