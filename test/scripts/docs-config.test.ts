@@ -1,6 +1,7 @@
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../libs/platform/src/config';
+import { TEST_TIMINGS } from '../support/stack';
 
 const ROOT = join(__dirname, '..', '..');
 const OPERATIONS = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
@@ -168,6 +169,27 @@ describe('docs/operations.md, "Timing settings"', () => {
               ? Number(duration[1].replace(/ /g, '')) * (UNITS[duration[2] ?? ''] ?? 1)
               : cell;
         return value === defaults[name] ? [] : [`${name}: documented ${cell}, the code's default is ${defaults[name]}`];
+      });
+    });
+    expect(wrong).toEqual([]);
+  });
+});
+
+describe('docs/operations.md, "Timing settings", the tests column', () => {
+  it('gives the value every end-to-end stack runs with (TEST_TIMINGS), or the default where the tests keep it', () => {
+    const defaults = loadConfig({}) as Record<string, unknown>;
+    const wrong = tableRows('## Timing settings (`libs/platform/src/config.ts`)').flatMap(({ names, cells }) => {
+      const documented = cells[2].split(' / ');
+      return names.flatMap((name, i) => {
+        const cell = documented[i] ?? cells[2];
+        const duration = /^([\d ]+) ?(ms|s|min|h|days?)?$/.exec(cell);
+        const value = duration ? Number(duration[1].replace(/ /g, '')) * (UNITS[duration[2] ?? ''] ?? 1) : cell;
+        const set = TEST_TIMINGS[name];
+        const ok =
+          set === undefined
+            ? cell === '—' || value === defaults[name] || cell === String(defaults[name])
+            : value === Number(set);
+        return ok ? [] : [`${name}: documented ${cell} for the tests, the stacks run with ${set ?? 'the default'}`];
       });
     });
     expect(wrong).toEqual([]);
