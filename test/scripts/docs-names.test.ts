@@ -285,3 +285,54 @@ describe('the files the docs name', () => {
     expect(TEXTS.flatMap(({ text }) => documentedFiles(text)).length).toBeGreaterThan(20);
   });
 });
+
+// --- validation rules and refusal reasons ---------------------------------------------------------------------
+
+/** zod's own issue codes, which a 400 may name as its rule where no rule of ours applies. */
+const ZOD_CODES = ['too_small', 'too_big', 'invalid_type', 'invalid_format', 'invalid_value', 'unrecognized_keys'];
+
+/** A rule (`400 rule`, `400` (`rule`), rule `rule`, "rule": "rule") or a send-guard refusal the docs name. */
+function documentedRules(text: string): string[] {
+  const flat = text.replace(/\s+/g, ' ');
+  return [
+    ...flat.matchAll(/rule:? `([a-z_]+)`/g),
+    ...flat.matchAll(/`400` \(?`([a-z_]+)`/g),
+    ...flat.matchAll(/`400 ([a-z_]+)`/g),
+    ...flat.matchAll(/"rule": "([a-z_]+)"/g),
+    ...flat.matchAll(/refusal `([a-z_]+)`/g),
+  ].map((m) => m[1]);
+}
+
+/** Whether the programs (not their specs) write this rule or reason as a string. */
+function ruleExists(rule: string): boolean {
+  return (
+    ZOD_CODES.includes(rule) ||
+    SOURCE.some(
+      ({ file, text }) =>
+        /^(apps|libs)\//.test(file) &&
+        !file.endsWith('.spec.ts') &&
+        (text.includes(`'${rule}'`) || text.includes(`"${rule}"`)),
+    )
+  );
+}
+
+describe('the validation rules and send-guard refusals the docs name', () => {
+  it('are written by the code', () => {
+    const unknown = TEXTS.flatMap(({ file, text }) =>
+      documentedRules(text)
+        .filter((rule) => !ruleExists(rule))
+        .map((rule) => `${file}: ${rule}`),
+    );
+    expect(unknown).toEqual([]);
+  });
+
+  it('refuse a made-up one', () => {
+    expect(TEXTS.flatMap(({ text }) => documentedRules(text)).length).toBeGreaterThan(30);
+    expect(documentedRules('a `400` (`frob_rule`), send-guard refusal `frob_refusal`')).toEqual([
+      'frob_rule',
+      'frob_refusal',
+    ]);
+    expect(ruleExists('frob_rule')).toBe(false);
+    expect(ruleExists('known_key')).toBe(true);
+  });
+});
