@@ -336,3 +336,62 @@ describe('the validation rules and send-guard refusals the docs name', () => {
     expect(ruleExists('known_key')).toBe(true);
   });
 });
+
+// --- query parameters -----------------------------------------------------------------------------------------
+
+/** Named by the docs as what the API refuses: a query parameter an endpoint does not take. */
+const REFUSED_QUERIES = ['POST /mcp?dry_run'];
+
+/** `GET /v1/executions?status=&cursor=&limit=`: the route and the names of the parameters the docs show it with. */
+function documentedQueries(text: string): { method: string; path: string; names: string[] }[] {
+  return [...text.matchAll(/\b(GET|POST|PUT|DELETE) (\/[A-Za-z0-9_\-{}./]*)\?((?:[a-z_]+=[^&`\s]*&?)+)/g)].map((m) => ({
+    method: m[1],
+    path: m[2],
+    names: [...m[3].matchAll(/([a-z_]+)=/g)].map((n) => n[1]),
+  }));
+}
+
+/** The query parameters the OpenAPI document gives the operation a path is routed to. */
+function queryParameters(method: string, path: string): string[] | undefined {
+  const template = Object.keys(OPENAPI.paths).find(
+    (t) =>
+      t === path ||
+      new RegExp(
+        `^${t
+          .split(/\{[^}]+\}/)
+          .map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&'))
+          .join('[^/]+')}$`,
+      ).test(path),
+  );
+  const operation = template
+    ? (OPENAPI.paths[template][method.toLowerCase()] as { parameters?: { in: string; name: string }[] } | undefined)
+    : undefined;
+  return operation?.parameters?.filter((p) => p.in === 'query').map((p) => p.name);
+}
+
+describe('the query parameters the docs show an endpoint with', () => {
+  it('are parameters the OpenAPI document gives it', () => {
+    const unknown = TEXTS.flatMap(({ file, text }) =>
+      documentedQueries(text).flatMap(({ method, path, names }) => {
+        const known = queryParameters(method, path);
+        // A route of the sandbox provider (`GET /v1/charges?reference=`) is not the API's.
+        if (known === undefined && SANDBOX_ROUTES.some((route) => route.method === method && route.path === path))
+          return [];
+        return names
+          .filter((name) => !(known ?? []).includes(name) && !REFUSED_QUERIES.includes(`${method} ${path}?${name}`))
+          .map((name) => `${file}: ${method} ${path}?${name}=`);
+      }),
+    );
+    expect(unknown).toEqual([]);
+  });
+
+  it('refuse a made-up one', () => {
+    expect(TEXTS.flatMap(({ text }) => documentedQueries(text)).length).toBeGreaterThan(5);
+    expect(documentedQueries('`GET /v1/executions?status=&frob=`')).toEqual([
+      { method: 'GET', path: '/v1/executions', names: ['status', 'frob'] },
+    ]);
+    expect(queryParameters('GET', '/v1/executions')).toContain('status');
+    expect(queryParameters('GET', '/v1/executions')).not.toContain('frob');
+    expect(queryParameters('GET', '/v1/executions/exe_1/events')).toEqual(expect.arrayContaining(['after', 'limit']));
+  });
+});
