@@ -2,6 +2,7 @@ import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { CONFIG_VARIABLES } from '../../libs/platform/src/config';
 import { PROBLEM_CODES } from '../../apps/api/src/problem/problem';
+import { QueueName } from '../../libs/queues/src/names';
 
 /**
  * What the docs name must exist: a route is one the API documents (or the sandbox provider serves), a problem code
@@ -393,5 +394,17 @@ describe('the query parameters the docs show an endpoint with', () => {
     expect(queryParameters('GET', '/v1/executions')).toContain('status');
     expect(queryParameters('GET', '/v1/executions')).not.toContain('frob');
     expect(queryParameters('GET', '/v1/executions/exe_1/events')).toEqual(expect.arrayContaining(['after', 'limit']));
+  });
+});
+
+// --- queues ---------------------------------------------------------------------------------------------------
+
+describe('docs/contract.md §6, "Queues and workers"', () => {
+  it('names every queue the workers consume (QueueName), and no other', () => {
+    const contract = readFileSync(join(ROOT, 'docs/contract.md'), 'utf8');
+    const section = contract.split('\n## 6. Queues and workers\n')[1]?.split('\n## ')[0] ?? '';
+    const named = [...section.split('.')[0].matchAll(/`([a-z]+)`/g)].map((m) => m[1]);
+    expect(named.length).toBeGreaterThan(0);
+    expect([...new Set(named)].sort()).toEqual([...(Object.values(QueueName) as string[])].sort());
   });
 });
