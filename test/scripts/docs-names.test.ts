@@ -408,3 +408,20 @@ describe('docs/contract.md §6, "Queues and workers"', () => {
     expect([...new Set(named)].sort()).toEqual([...(Object.values(QueueName) as string[])].sort());
   });
 });
+
+// --- the endpoints without a key ------------------------------------------------------------------------------
+
+describe('docs/api.md, "Authentication and roles"', () => {
+  it('names every /v1 endpoint that takes no key (the OpenAPI document’s without security), and no other', () => {
+    const api = readFileSync(join(ROOT, 'docs/api.md'), 'utf8').replace(/\s+/g, ' ');
+    const sentence = /Every `\/v1` endpoint except (.*?) needs `Authorization/.exec(api)?.[1] ?? '';
+    const named = [...sentence.matchAll(/`(GET|POST|PUT|DELETE) (\/v1[^`]*)`/g)].map((m) => `${m[1]} ${m[2]}`);
+    const open = Object.entries(OPENAPI.paths).flatMap(([path, item]) =>
+      Object.entries(item as Record<string, { security?: unknown[] }>)
+        .filter(([, operation]) => (path === '/v1' || path.startsWith('/v1/')) && operation.security?.length === 0)
+        .map(([method]) => `${method.toUpperCase()} ${path}`),
+    );
+    expect(named.length).toBeGreaterThan(0);
+    expect([...named].sort()).toEqual([...open].sort());
+  });
+});
