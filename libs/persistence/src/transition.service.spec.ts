@@ -8,9 +8,9 @@ import { preparedSnapshot } from '../../../test/support/sends';
 import { FindOptionsWhere, QueryRunner } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
-import { findOperationWithVersion, lockOperationAtVersion } from './store';
+import { findOperationWithVersion, lockExecution, lockOperationAtVersion } from './store';
 import { operationVersionOf } from './operation-version';
-import { DecisionInput, OperationSnapshot, TransitionService } from './transition.service';
+import { DecisionInput, OperationSnapshot, TransitionResult, TransitionService } from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
   const db = useTestDatabase('transition', ['acme']);
@@ -1275,6 +1275,152 @@ describe('TransitionService (real Postgres)', () => {
         })
       ).won,
     ).toBe(false);
+  });
+
+  it('decide: a stamped decision that loses on the row as it stands locks nothing: it answers while another holds the operation’s and the execution’s rows', async () => {
+    // The stamp (which locks both rows) is read only for a row that matched the decision's compare-and-set: one already
+    // decided, or on another tenant, neither waits for a holder nor holds the rows after.
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    expect((await decideApproval(operationId, 'approve', { approvalStamp: { validForMs: 900_000 } })).won).toBe(true);
+    const lost = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
+      await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+      const again = await decideApproval(operationId, 'deny', {
+        approvalStamp: {},
+        move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED },
+      });
+      const elsewhere = await transitions.decide(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        tenantId: 'globex',
+        byKey: reviewerKey,
+        open: 'resolution',
+        event: { type: 'operation.resolved', data: {} },
+        merge: {},
+        resolutionStamp: true,
+      });
+      await holder.commitTransaction();
+      return [again.won, elsewhere.won];
+    });
+    expect(lost).toEqual([false, false]);
+  });
+
+  it('decide: a stamped decision waiting for its operation’s row holds nothing of its execution’s (operation first)', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    const probed = await withSessions(db.dataSource, ['holder', 'probe'], async ({ holder, probe }) => {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
+      let answered = false;
+      const deciding = decideApproval(operationId, 'approve', { approvalStamp: { validForMs: 900_000 } }).finally(
+        () => (answered = true),
+      );
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      expect(answered).toBe(false);
+      await probe.startTransaction();
+      const free = await probe.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE NOWAIT`, [executionId]).then(
+        () => 'free',
+        (error: { code?: string }) => error.code,
+      );
+      await probe.rollbackTransaction();
+      await holder.commitTransaction();
+      expect((await deciding).won).toBe(true);
+      return free;
+    });
+    expect(probed).toBe('free');
+  });
+
+  it('decide: a stamped decision waiting for its execution’s row holds its operation’s row, and a cancel (operations, then execution) run beside it in either order deadlocks with neither', async () => {
+    // The stamp locks the operation's row, then the execution's (FOR NO KEY UPDATE OF so, se): with only the execution's
+    // row held elsewhere (a writer of the execution alone, not yet committed), the decision waits holding the
+    // operation's. The cancel takes the rows in the order every writer that ends an execution does (lockExecution), then
+    // rewrites the operation and ends the execution (whose failure is stamped too). Each side runs in a transaction of
+    // its own, where a deadlock is an error.
+    const failure = { code: 'cancelled_by_caller', phase: 'created' };
+    for (const first of ['decision', 'cancel'] as const) {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      const outcome = await withSessions(
+        db.dataSource,
+        ['holder', 'decider', 'canceller', 'probe'],
+        async ({ holder, decider, canceller, probe }) => {
+          await holder.startTransaction();
+          await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+          const decide = async () => {
+            await decider.startTransaction();
+            const result = await transitions.decide(decider.manager, {
+              operation: snapshot(operationId),
+              tenantId: 'acme',
+              byKey: reviewerKey,
+              open: 'approval',
+              event: { type: 'approval.decided', data: { decision: 'approve' } },
+              merge: { approval: { state: 'granted', decided_by: reviewerKey } },
+              approvalStamp: { validForMs: 900_000 },
+            });
+            await decider.commitTransaction();
+            return result;
+          };
+          const cancel = async () => {
+            await canceller.startTransaction();
+            const locked = await lockExecution(canceller.manager, executionId, 'acme');
+            const operation = await transitions.operation(canceller.manager, {
+              operation: snapshot(operationId),
+              to: OperationStatus.CANCELLED,
+              eventData: { cause: 'execution_cancelled', by: reviewerKey },
+            });
+            const execution = await transitions.executionMoves(canceller.manager, {
+              executionId,
+              from: locked!.status,
+              moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: reviewerKey, failure } }],
+              patch: { failure },
+            });
+            await canceller.commitTransaction();
+            return { operation: operation.won, execution: execution.won };
+          };
+          const waiters = (n: number) =>
+            waitFor(
+              () => lockWaiters(db.dataSource),
+              (count) => count >= n,
+            );
+          let deciding: Promise<TransitionResult>;
+          let cancelling: Promise<{ operation: boolean; execution: boolean }>;
+          if (first === 'decision') {
+            deciding = decide();
+            await waiters(1);
+            // Waiting for the execution's row, the decision holds its operation's: taken first, as the order says.
+            await probe.startTransaction();
+            const probed = await probe
+              .query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE NOWAIT`, [operationId])
+              .then(
+                () => 'free',
+                (error: { code?: string }) => error.code,
+              );
+            await probe.rollbackTransaction();
+            expect(probed).toBe('55P03');
+            cancelling = cancel();
+            await waiters(2);
+          } else {
+            cancelling = cancel();
+            await waiters(1);
+            deciding = decide();
+            await waiters(2);
+          }
+          deciding.catch(() => undefined);
+          cancelling.catch(() => undefined);
+          await holder.commitTransaction();
+          return { decided: await deciding, cancelled: await cancelling };
+        },
+      );
+      // Whichever took the operation's row first wins it; the other finds it moved (the cancel rewrites an approved
+      // PREPARED operation; a decision finds it CANCELLED and writes nothing).
+      expect({ first, decided: outcome.decided.won, cancelled: outcome.cancelled }).toEqual({
+        first,
+        decided: first === 'decision',
+        cancelled: { operation: true, execution: true },
+      });
+      const [row] = (await db.dataSource.query(`SELECT status FROM operations WHERE id = $1`, [operationId])) as {
+        status: string;
+      }[];
+      expect(row.status).toBe(OperationStatus.CANCELLED);
+    }
   });
 
   it('decide: stamped decisions queued behind a writer that changed the row: one is written, none deadlocks', async () => {
