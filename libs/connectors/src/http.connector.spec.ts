@@ -78,6 +78,11 @@ async function target(): Promise<{ server: Server; base: string; seen: Seen[]; p
       if (path === '/no-match') return json(200, { data: [], total: 0 });
       if (path === '/no-match-null') return json(200, { data: null });
       if (path === '/one-match') return json(200, { data: [{ id: 'rb-9' }] });
+      if (path.startsWith('/as-json?')) {
+        // The JSON text given, as the answer (a shape a case needs, written as the target would).
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(new URLSearchParams(path.slice('/as-json?'.length)).get('body') ?? '');
+      }
       if (path === '/forged-marker') {
         // A value that looks like a redaction marker and is none: it opens near the cut and closes 50 KB later.
         return json(200, { data: { status: `${'a'.repeat(990)}{{secret:${'x'.repeat(50_000)}}}` } });
@@ -793,6 +798,44 @@ describe('http connector', () => {
       // An entry that is there without the field is a record without it (as an object without it is).
       expect(await at(`${t.base}/one-match`, 'data[0].status')).toMatchObject({ kind: 'field_missing' });
       expect(await at(`${t.base}/no-field`, 'data.status')).toMatchObject({ kind: 'field_missing' });
+    });
+
+    it('a 200 that holds the field reads it, whatever its value or spelling: only a path that runs out at no record is absent', async () => {
+      // The value at the field itself null or a list (empty too) is a value read; an object's member "0" is read by
+      // data[0] as by data.0 (one path parser, fieldSegments, for the read and for what counts as no record); a
+      // top-level list is a search answer like any other.
+      const at = (body: unknown, field: string) =>
+        connector.readBack(
+          op({
+            method: 'POST',
+            url: `${t.base}/orders`,
+            body: {},
+            read_back: {
+              url: `${t.base}/as-json?${new URLSearchParams({ body: JSON.stringify(body) })}`,
+              field,
+              equals: 'created',
+            },
+          }),
+          env,
+        );
+      const cases: [unknown, string, string][] = [
+        [{ data: { status: null } }, 'data.status', 'mismatch'],
+        [{ data: { status: null } }, '$.data.status', 'mismatch'],
+        [{ data: { status: [] } }, 'data.status', 'mismatch'],
+        [{ data: [] }, 'data', 'mismatch'],
+        [{ data: null }, '$.data', 'mismatch'],
+        [{ data: { '0': { status: 'created' } } }, 'data[0].status', 'found'],
+        [{ data: { '0': { status: 'created' } } }, 'data.0.status', 'found'],
+        [{ data: { '0': {} } }, 'data[0].status', 'field_missing'],
+        [[{ status: 'created' }], '0.status', 'found'],
+        [[{ id: 'rb-9' }], '0.status', 'field_missing'],
+        [[], '0.status', 'absent'],
+        [{ data: [null] }, 'data[0].status', 'absent'],
+        [{ data: [{ id: 'rb-9' }] }, 'data.length', 'field_missing'],
+      ];
+      for (const [body, field, kind] of cases) {
+        expect([body, field, (await at(body, field)).kind]).toEqual([body, field, kind]);
+      }
     });
 
     it('substitutes {{ref}} from the acknowledgement, and cannot read without one', async () => {
