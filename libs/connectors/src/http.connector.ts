@@ -41,7 +41,16 @@ import {
   urlWrittenHiddenCharacterProblem,
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
-import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, fieldSegments, readField, sameJson } from './json-path';
+import {
+  FIELD_PATH,
+  FIELD_PATH_RULE,
+  clipValue,
+  fieldKey,
+  fieldSegments,
+  pathRunsOutAtNoRecord,
+  readField,
+  sameJson,
+} from './json-path';
 import { holdsRedactedSecret, secretPlaceholder, secretRedactor } from './secret-redaction';
 import { holdsReplacedText } from './storable-text';
 
@@ -643,32 +652,6 @@ function cutOutsideSecrets(text: string, maxChars: number, secrets: Record<strin
 }
 
 /**
- * Whether a read's path to its field runs out where no record stands: at a list with no entry at that place (a search
- * that answered "no match" — or, lagging, "none yet" — with `{"data": []}`; an empty list whatever the path asks of
- * it), or at a null (`{"data": null}`). That is no record without the field, which counts as the effect shown (a
- * person's FAILED refused for good): nothing of the effect was read. A path that runs out inside an object (or an
- * entry) that is there is a record without the field.
- */
-function noRecordOnPath(body: unknown, field: string): boolean {
-  let current: unknown = body;
-  for (const segment of fieldSegments(field)) {
-    if (current === null) return true;
-    if (Array.isArray(current)) {
-      // An empty list holds no record, whatever the path asks of it.
-      if (current.length === 0) return true;
-      if (!/^[0-9]+$/.test(segment)) return false;
-      if (Number(segment) >= current.length) return true;
-      current = current[Number(segment)];
-    } else if (typeof current === 'object' && Object.hasOwn(current, segment)) {
-      current = (current as Record<string, unknown>)[segment];
-    } else {
-      return false;
-    }
-  }
-  return false;
-}
-
-/**
  * Where the answer's JSON reads two ways on the path of `field` (a member of it named twice, a number in it that a
  * double cannot keep), or the value there cannot be kept as the target wrote it (unkeptAt), why the field is not read;
  * null when the field reads one way. Only that path counts: a 64-bit id elsewhere in the answer does not make its
@@ -974,7 +957,7 @@ export class HttpConnector implements Connector {
     const value = readField(exchange.body, field);
     evidence.record = value.found ? { [fieldKey(field)]: keptOfAnswer(value.value, env) } : null;
     // Found no record at all (an empty list, a null where it would stand): as a 404, not a record without the field.
-    if (!value.found && noRecordOnPath(exchange.body, field)) return { kind: 'absent', evidence };
+    if (!value.found && pathRunsOutAtNoRecord(exchange.body, field)) return { kind: 'absent', evidence };
     return { kind: 'present', value, evidence };
   }
 

@@ -5,6 +5,7 @@ export {
   FIELD_PATH_RULE,
   fieldKey,
   fieldSegments,
+  pathRunsOutAtNoRecord,
   readField,
   sameJson,
   textPrefix,

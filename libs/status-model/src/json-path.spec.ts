@@ -3,6 +3,7 @@ import {
   fieldKey,
   fieldSegments,
   keptMemberName,
+  pathRunsOutAtNoRecord,
   readEvidenceField,
   readField,
   sameJson,
@@ -29,6 +30,24 @@ describe('json-path (shared by criteria and connectors)', () => {
     expect(readField(doc, 'record.tags[5]')).toEqual({ found: false });
     expect(readField(doc, 'record.missing')).toEqual({ found: false });
     expect(readField(null, 'a')).toEqual({ found: false });
+  });
+
+  it('tells a path that ran out where no record stands (a list with no entry there, a null) from one inside a record', () => {
+    // No record: a search answered with no match, or nothing where the record goes.
+    expect(pathRunsOutAtNoRecord({ data: [] }, 'data[0].status')).toBe(true);
+    expect(pathRunsOutAtNoRecord({ data: [] }, 'data.status')).toBe(true);
+    expect(pathRunsOutAtNoRecord({ data: [{ id: 'x' }] }, 'data[1].status')).toBe(true);
+    expect(pathRunsOutAtNoRecord({ data: null }, '$.data.status')).toBe(true);
+    expect(pathRunsOutAtNoRecord({ data: [null] }, 'data.0.status')).toBe(true);
+    expect(pathRunsOutAtNoRecord([], '0.status')).toBe(true);
+    // A record (an object, an entry) that is there without the field, or an answer that is no container at all.
+    expect(pathRunsOutAtNoRecord({ data: [{ id: 'x' }] }, 'data[0].status')).toBe(false);
+    expect(pathRunsOutAtNoRecord({ data: [{ id: 'x' }] }, 'data.length')).toBe(false);
+    expect(pathRunsOutAtNoRecord({ data: { '0': {} } }, 'data[0].status')).toBe(false);
+    expect(pathRunsOutAtNoRecord({ other: 1 }, 'data.status')).toBe(false);
+    expect(pathRunsOutAtNoRecord('text', 'data')).toBe(false);
+    // Read whole, the path did not run out: nothing to tell.
+    expect(pathRunsOutAtNoRecord({ data: { status: null } }, 'data.status')).toBe(false);
   });
 
   it('reads an array by index only: `length` and other members of the JavaScript array are not JSON members', () => {

@@ -33,6 +33,32 @@ export function readField(value: unknown, path: string): { found: true; value: u
 }
 
 /**
+ * Where readField finds nothing, whether the path ran out where no record stands: at a list with no entry at that
+ * place (a search that answered "no match" — or, lagging, "none yet" — with `{"data": []}`; an empty list whatever the
+ * path asks of it), or at a null (`{"data": null}`). That is no record without the field, which counts as the effect
+ * shown (a person's FAILED refused for good): nothing of the effect was read. A path that runs out inside an object (or
+ * an entry) that is there is a record without the field. Walked as readField walks, on the same segments.
+ */
+export function pathRunsOutAtNoRecord(value: unknown, path: string): boolean {
+  let current: unknown = value;
+  for (const segment of fieldSegments(path)) {
+    if (current === null) return true;
+    if (Array.isArray(current)) {
+      // An empty list holds no record, whatever the path asks of it.
+      if (current.length === 0) return true;
+      if (!/^[0-9]+$/.test(segment)) return false;
+      if (Number(segment) >= current.length) return true;
+      current = current[Number(segment)];
+    } else if (typeof current === 'object' && Object.hasOwn(current, segment)) {
+      current = (current as Record<string, unknown>)[segment];
+    } else {
+      return false;
+    }
+  }
+  return false;
+}
+
+/**
  * A criterion's path into an operation's evidence. As readField, and where a member is not found by its own name, also
  * through a member whose name is itself a path: an http read-back keeps the value it read under the field as written
  * (`record: { "data.status": "ok" }`), so `record.data.status` (or `record["data.status"]`'s segments in any spelling,
