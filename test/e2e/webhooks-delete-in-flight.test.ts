@@ -1,8 +1,50 @@
 import { randomBytes } from 'node:crypto';
+import { createConnection, createServer, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import { waitForLockWaiter } from '../support/lock-waits';
 import { startReceiver, subscribedReceiver } from './webhook-receiver';
+
+/**
+ * A loopback relay in front of a receiver that holds each connection it accepts, reading nothing, until `release()`:
+ * what the worker wrote waits in the relay's socket (a slow network), so the receiver gets the request only then.
+ * `held` counts the connections waiting.
+ */
+async function startHoldingRelay(targetPort: number) {
+  const held: Socket[] = [];
+  const open = new Set<Socket>();
+  let released = false;
+  const relay = (socket: Socket) => {
+    const onward = createConnection(targetPort, '127.0.0.1');
+    open.add(onward);
+    socket.pipe(onward).pipe(socket);
+    socket.on('error', () => onward.destroy());
+    onward.on('error', () => socket.destroy());
+    socket.resume();
+  };
+  const server = createServer((socket) => {
+    open.add(socket);
+    socket.on('close', () => open.delete(socket));
+    if (released) return relay(socket);
+    socket.pause();
+    held.push(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    held: () => held.length,
+    release: () => {
+      released = true;
+      for (const socket of held.splice(0)) relay(socket);
+    },
+    close: async () => {
+      for (const socket of open) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
 
 /**
  * An admin deletes a webhook endpoint while the delivery worker is between reading a delivery (and opening its
@@ -140,4 +182,62 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     const [delivery] = await endpoint.deliveries();
     expect(delivery.status).toBe('skipped');
   });
+
+  it('answers a delete only once a message already on its way has reached the receiver, or never reached it', async () => {
+    // The attempt has read its delivery for the last time and its request is on the wire (held by the relay, a slow
+    // network) when the admin deletes the endpoint: the message may reach the receiver before the 204, never after.
+    const arrivals: number[] = [];
+    const target = await startReceiver((path) => {
+      if (path === '/on-the-wire') arrivals.push(performance.now());
+      return { status: 204 };
+    });
+    const relay = await startHoldingRelay(target.port);
+    try {
+      const endpoint = await subscribedReceiver(stack, relay.port, `http://127.0.0.1:${relay.port}/on-the-wire`, [
+        'execution.finished',
+      ]);
+      const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([sms(unique('wh-delete-on-the-wire'))]),
+      });
+      expect(run.status).toBe(201);
+      await waitFor(
+        async () => relay.held(),
+        (n) => n === 1,
+      );
+
+      let answeredAt: number | null = null;
+      const deleting = http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin }).then(
+        (answer) => {
+          answeredAt = performance.now();
+          return answer;
+        },
+      );
+      // The delete has committed (or answered): only then does the request go on to the receiver.
+      await waitFor(
+        async () =>
+          answeredAt !== null ||
+          (
+            (await stack.db.dataSource.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1`, [
+              endpoint.id,
+            ])) as unknown[]
+          ).length === 0,
+        (done) => done,
+        20_000,
+        20,
+      );
+      relay.release();
+      const deleted = await deleting;
+      expect(deleted.status).toBe(204);
+      // The message arrived (the relay let it through), and before the delete's answer.
+      await waitFor(
+        async () => arrivals.length,
+        (n) => n === 1,
+      );
+      expect(arrivals[0]).toBeLessThan(answeredAt!);
+    } finally {
+      await relay.close();
+      await target.close();
+    }
+  }, 60_000);
 });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
@@ -8,13 +9,23 @@ import {
   ENDPOINT_DISABLED_SKIP,
   OwedDelivery,
   SecretsCipher,
+  clearWebhookSend,
   loadDeliveryToSend,
+  markWebhookSending,
   owedWebhookDeliveries,
   recordWebhookAttempt,
   scanWebhookOutbox,
   skipWebhookDelivery,
 } from '@verity/persistence';
-import { BackgroundWork, LOGGER, Logger, OutageLog, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import {
+  BackgroundWork,
+  LOGGER,
+  Logger,
+  OutageLog,
+  VERITY_CONFIG,
+  VerityConfig,
+  webhookSendInFlightMs,
+} from '@verity/platform';
 import { WebhookDeliveryQueue } from '@verity/queues';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
@@ -257,33 +268,52 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     // Read again after the checks, right before signing: an endpoint deleted since the delivery was read (the
     // allowlist read above can wait on a busy database) is sent nothing once its delete has answered — its secret is
     // gone; nor one disabled meanwhile (the disable skipped the delivery, and an enable since must not send it), nor a
-    // delivery another attempt settled. What is left between this read and the request is the address lookup and the
-    // connect.
-    const skipped = await this.skipped(
-      await loadDeliveryToSend(this.db.manager, this.cipher, delivery.id, round),
-      round,
-    );
-    if (skipped !== null) return { skipped };
+    // delivery another attempt settled. The same statement marks the send in flight: a delete that commits from then on
+    // waits, before it answers, until the request below has ended (the mark cleared) or its time has passed.
+    const mark = randomUUID();
     let refused: string | null = null;
-    const body = delivery.body;
-    const sentAt = new Date();
-    // httpExchange sends JSON.stringify(body): the signature is over exactly those bytes.
-    const signature = new Webhook(secret).sign(delivery.id, sentAt, JSON.stringify(body));
-    const exchange = await httpExchange({
-      method: 'POST',
-      url: delivery.url,
-      headers: {
-        'webhook-id': delivery.id,
-        'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
-        'webhook-signature': signature,
-        'user-agent': 'Verity-Webhooks/1',
-      },
-      body,
-      timeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
-      // A 2xx settles it (Standard Webhooks): what the receiver sends after its status is not waited for.
-      statusOnly: true,
-      lookup: lookupFor(target, (message) => (refused = message)),
-    });
+    let exchange: Awaited<ReturnType<typeof httpExchange>>;
+    try {
+      const skipped = await this.skipped(
+        await markWebhookSending(this.db.manager, this.cipher, {
+          deliveryId: delivery.id,
+          round,
+          mark,
+          inFlightMs: webhookSendInFlightMs(this.config),
+        }),
+        round,
+      );
+      if (skipped !== null) return { skipped };
+      const body = delivery.body;
+      const sentAt = new Date();
+      // httpExchange sends JSON.stringify(body): the signature is over exactly those bytes.
+      const signature = new Webhook(secret).sign(delivery.id, sentAt, JSON.stringify(body));
+      // The timeout covers the address lookup and the connect too: the request is destroyed at its end, so nothing
+      // of it is written after httpExchange has answered.
+      exchange = await httpExchange({
+        method: 'POST',
+        url: delivery.url,
+        headers: {
+          'webhook-id': delivery.id,
+          'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
+          'webhook-signature': signature,
+          'user-agent': 'Verity-Webhooks/1',
+        },
+        body,
+        timeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
+        // A 2xx settles it (Standard Webhooks): what the receiver sends after its status is not waited for.
+        statusOnly: true,
+        lookup: lookupFor(target, (message) => (refused = message)),
+      });
+    } finally {
+      // Not clearing it only makes a delete wait until its time: the attempt's outcome is still recorded.
+      await clearWebhookSend(this.db.manager, mark).catch((error: unknown) =>
+        this.logger.warn(
+          { deliveryId: delivery.id, err: error instanceof Error ? error.message : String(error) },
+          'webhook send mark not cleared: a delete of its endpoint waits until its time',
+        ),
+      );
+    }
     if (refused !== null) return { outcome: { ok: false, status: null, error: refused }, retryable: false };
     if (exchange.kind !== 'response') {
       return { outcome: { ok: false, status: null, error: `${exchange.code}: ${exchange.message}` }, retryable: true };

@@ -164,6 +164,32 @@ SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d
      LEFT JOIN events e ON e.id = d.event_id
      WHERE d.id = $1;
 
+-- markSending
+WITH target AS (
+       SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at,
+              w.last_disabled_at, coalesce(e.created_at, d.created_at) AS event_at
+       FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+       LEFT JOIN events e ON e.id = d.event_id
+       WHERE d.id = $1
+       FOR KEY SHARE OF w
+     ), expired AS (
+       DELETE FROM webhook_sends_in_flight
+       WHERE endpoint_id = (SELECT endpoint_id FROM target) AND until < clock_timestamp()
+     ), marked AS (
+       INSERT INTO webhook_sends_in_flight (id, endpoint_id, until)
+       SELECT $2, endpoint_id, clock_timestamp() + make_interval(secs => $3 / 1000.0) FROM target
+     )
+     SELECT * FROM target;
+
+-- clearSending
+DELETE FROM webhook_sends_in_flight WHERE id = $1;
+
+-- sendingTo
+SELECT 1 FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until > clock_timestamp() LIMIT 1;
+
+-- clearExpiredSendsTo
+DELETE FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until <= clock_timestamp();
+
 -- recordAttempt
 UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),
          last_response_status = $4, last_error = $5, updated_at = clock_timestamp(),

@@ -208,6 +208,33 @@ export const WEBHOOKS_SQL = {
      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
      LEFT JOIN events e ON e.id = d.event_id
      WHERE d.id = $1`,
+  // The attempt's last read before signing (deliveryToSend's columns), which also marks its send in flight ($2 the
+  // mark's id) until $3 ms after the database's clock, when the delivery and its endpoint still exist. FOR KEY SHARE of
+  // the endpoint: a delete of it waits for this statement to commit (so the delete, once committed, sees the mark and
+  // waits for the send before answering), or this statement waits for the delete and then finds no row (nothing
+  // marked, nothing sent). Only the endpoint's row: the delete locks the deliveries first, then the endpoint, and this
+  // locks no delivery. Marks of the endpoint's sends left past their time (a worker that died mid-send) are deleted.
+  markSending: `WITH target AS (
+       SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at,
+              w.last_disabled_at, coalesce(e.created_at, d.created_at) AS event_at
+       FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+       LEFT JOIN events e ON e.id = d.event_id
+       WHERE d.id = $1
+       FOR KEY SHARE OF w
+     ), expired AS (
+       DELETE FROM webhook_sends_in_flight
+       WHERE endpoint_id = (SELECT endpoint_id FROM target) AND until < clock_timestamp()
+     ), marked AS (
+       INSERT INTO webhook_sends_in_flight (id, endpoint_id, until)
+       SELECT $2, endpoint_id, clock_timestamp() + make_interval(secs => $3 / 1000.0) FROM target
+     )
+     SELECT * FROM target`,
+  // The send has ended (answered, failed, timed out, or not made at all).
+  clearSending: `DELETE FROM webhook_sends_in_flight WHERE id = $1`,
+  // Whether a send to the endpoint may still be under way (marked, and not past its time by the database's clock).
+  sendingTo: `SELECT 1 FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until > clock_timestamp() LIMIT 1`,
+  // A deleted endpoint's marks left past their time (a worker that died mid-send): nothing will clear them.
+  clearExpiredSendsTo: `DELETE FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until <= clock_timestamp()`,
   // A success is also recorded on a delivery of this round skipped meanwhile (its endpoint was disabled while the
   // message was on the wire, skipEndpointPending): the receiver has it, and the log says so. A failure is not: skipped,
   // it is not retried.
@@ -819,20 +846,62 @@ export async function loadDeliveryToSend(
   deliveryId: string,
   round: number,
 ): Promise<DeliveryToSend | null> {
-  const [row] = await rows<{
-    id: string;
-    tenant_id: string;
-    endpoint_id: string;
-    url: string;
-    secret: string;
-    payload: WebhookBody;
-    status: string;
-    round: number;
-    disabled_at: Date | null;
-    last_disabled_at: Date | null;
-    event_at: Date;
-  }>(db, WEBHOOKS_SQL.deliveryToSend, [deliveryId]);
-  if (!row) return null;
+  const [row] = await rows<DeliveryToSendRow>(db, WEBHOOKS_SQL.deliveryToSend, [deliveryId]);
+  return row ? deliveryToSendOf(row, secrets, round) : null;
+}
+
+/**
+ * A delivery's last read before its attempt signs and sends it (as loadDeliveryToSend reads it), in the statement that
+ * marks the send in flight for `inFlightMs` (webhookSendInFlightMs) when the delivery and its endpoint still exist:
+ * a delete of the endpoint committed after this waits for the send (waitForWebhookSends) before it answers. `mark`
+ * names the mark: clear it (clearWebhookSend) once the request has ended, or at once if nothing is sent. Null when the
+ * delivery or its endpoint is gone (nothing marked).
+ */
+export async function markWebhookSending(
+  db: Queryable,
+  secrets: SecretsCipher,
+  input: { deliveryId: string; round: number; mark: string; inFlightMs: number },
+): Promise<DeliveryToSend | null> {
+  const [row] = await rows<DeliveryToSendRow>(db, WEBHOOKS_SQL.markSending, [
+    input.deliveryId,
+    input.mark,
+    input.inFlightMs,
+  ]);
+  return row ? deliveryToSendOf(row, secrets, input.round) : null;
+}
+
+/** The send marked `mark` (markWebhookSending) has ended, or was not made. */
+export async function clearWebhookSend(db: Queryable, mark: string): Promise<void> {
+  await rows(db, WEBHOOKS_SQL.clearSending, [mark]);
+}
+
+/**
+ * Resolves once no send to the endpoint is under way: every send marked in flight before now (markWebhookSending) has
+ * cleared its mark or passed its time, read every `pollMs`. A deleted endpoint's delete waits for it before answering,
+ * so that nothing signed with its secret reaches the receiver after the answer.
+ */
+export async function waitForWebhookSends(db: Queryable, endpointId: string, pollMs = 25): Promise<void> {
+  while ((await rows(db, WEBHOOKS_SQL.sendingTo, [endpointId])).length > 0) {
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+  await rows(db, WEBHOOKS_SQL.clearExpiredSendsTo, [endpointId]);
+}
+
+interface DeliveryToSendRow {
+  id: string;
+  tenant_id: string;
+  endpoint_id: string;
+  url: string;
+  secret: string;
+  payload: WebhookBody;
+  status: string;
+  round: number;
+  disabled_at: Date | null;
+  last_disabled_at: Date | null;
+  event_at: Date;
+}
+
+function deliveryToSendOf(row: DeliveryToSendRow, secrets: SecretsCipher, round: number): DeliveryToSend {
   // A secret that does not open fails the attempt (recorded, counted, the endpoint disabled in the end). Thrown, it
   // failed every job before any attempt was recorded: the delivery stayed pending for ever, re-armed every ~30 s.
   let secret: string | null = null;

@@ -13,6 +13,7 @@ import {
   SHUTDOWN_MARGIN_MS,
   WEBHOOK_LAST_RETRY_MAX_MS,
   webhookLastRetryMs,
+  webhookSendInFlightMs,
 } from './config';
 
 const HOUR = 3_600_000;
@@ -503,6 +504,10 @@ describe('numbers checked against each other: a start that could not do what the
     expect(webhookLastRetryMs({ WEBHOOK_MAX_ATTEMPTS: 24, WEBHOOK_BACKOFF_MS: 100 })).toBeLessThanOrEqual(7 * DAY);
     expect(webhookLastRetryMs({ WEBHOOK_MAX_ATTEMPTS: 1, WEBHOOK_BACKOFF_MS: HOUR })).toBe(0);
     expect(webhookLastRetryMs({ WEBHOOK_MAX_ATTEMPTS: 3, WEBHOOK_BACKOFF_MS: 100 })).toBe(200);
+  });
+
+  it("a webhook send is marked in flight for its request's timeout and a second", () => {
+    expect(webhookSendInFlightMs({ WEBHOOK_TIMEOUT_MS: 10_000 })).toBe(11_000);
   });
 });
 

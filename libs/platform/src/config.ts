@@ -514,6 +514,16 @@ export function webhookLastRetryMs(config: { WEBHOOK_BACKOFF_MS: number; WEBHOOK
   return config.WEBHOOK_MAX_ATTEMPTS < 2 ? 0 : config.WEBHOOK_BACKOFF_MS * 2 ** (config.WEBHOOK_MAX_ATTEMPTS - 2);
 }
 
+/**
+ * How long a webhook send under way is waited for by the delete of its endpoint: the request's WEBHOOK_TIMEOUT_MS
+ * (which covers the address lookup and the connect: the request is destroyed at its end) and a second for the
+ * statement that marked it to return and the mark to be cleared. An attempt marks its send in flight until this long
+ * after the database's clock when it reads its delivery for the last time.
+ */
+export function webhookSendInFlightMs(config: { WEBHOOK_TIMEOUT_MS: number }): number {
+  return config.WEBHOOK_TIMEOUT_MS + SECOND;
+}
+
 const TEST_HOOKS = [
   'TEST_PAUSE_BEFORE_SENT_MS',
   'TEST_PAUSE_AFTER_SENT_MS',

@@ -121,6 +121,10 @@ export class WebhooksController {
   @ApiEndpoint({
     id: 'deleteWebhook',
     summary: 'Delete a webhook endpoint and its delivery log',
+    description:
+      'Nothing is signed with its secret afterwards. A message already on its way to the endpoint is waited for: the ' +
+      '204 comes once its request has ended (answered, failed or cut off at WEBHOOK_TIMEOUT_MS), so it may take up to ' +
+      'WEBHOOK_TIMEOUT_MS and a second.',
     params: [ID],
     response: { status: 204, description: 'Deleted' },
   })

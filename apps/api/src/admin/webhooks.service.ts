@@ -15,6 +15,7 @@ import {
   enableWebhookEndpoint,
   findWebhookEndpoint,
   listWebhookEndpoints,
+  waitForWebhookSends,
 } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { DataSource, EntityManager } from 'typeorm';
@@ -182,6 +183,10 @@ export class WebhooksService {
   async remove(principal: Principal, id: string): Promise<void> {
     if (!(await deleteWebhookEndpoint(this.db.manager, { tenantId: principal.tenantId, id, by: principal.keyId })))
       throw Problem.notFound('Webhook', id);
+    // A message already on its way (signed before the delete committed) reaches the receiver before the answer, or
+    // never: the answer waits until every send to the endpoint marked in flight has ended, at most
+    // webhookSendInFlightMs (WEBHOOK_TIMEOUT_MS and a second).
+    await waitForWebhookSends(this.db.manager, id);
     this.logger.info({ tenantId: principal.tenantId, endpointId: id }, 'webhook endpoint deleted');
   }
 

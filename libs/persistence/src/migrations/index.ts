@@ -16,6 +16,7 @@ import { RecheckRequestPruneIndexes1764719000000 } from './1764719000000-recheck
 import { CapAmountFunction1764721300000 } from './1764721300000-cap-amount-function';
 import { SpendBackfillIndex1764721400000 } from './1764721400000-spend-backfill-index';
 import { CapAmountBoundedDigits1764721500000 } from './1764721500000-cap-amount-bounded-digits';
+import { WebhookSendsInFlight1764721600000 } from './1764721600000-webhook-sends-in-flight';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -77,4 +78,5 @@ export const MIGRATIONS = [
   CapAmountFunction1764721300000,
   SpendBackfillIndex1764721400000,
   CapAmountBoundedDigits1764721500000,
+  WebhookSendsInFlight1764721600000,
 ];

@@ -476,7 +476,10 @@ export interface paths {
     get: operations['getWebhook'];
     put?: never;
     post?: never;
-    /** Delete a webhook endpoint and its delivery log */
+    /**
+     * Delete a webhook endpoint and its delivery log
+     * @description Nothing is signed with its secret afterwards. A message already on its way to the endpoint is waited for: the 204 comes once its request has ended (answered, failed or cut off at WEBHOOK_TIMEOUT_MS), so it may take up to WEBHOOK_TIMEOUT_MS and a second.
+     */
     delete: operations['deleteWebhook'];
     options?: never;
     head?: never;

@@ -1,0 +1,120 @@
+import { insertStandingKeys } from '../../../test/support/fixtures';
+import { useTestDatabase } from '../../../test/support/test-database';
+import { SecretsCipher } from './secrets-cipher';
+import {
+  clearWebhookSend,
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  markWebhookSending,
+  waitForWebhookSends,
+} from './webhooks';
+
+/**
+ * A send marked in flight by the attempt's last read before signing (markWebhookSending), and the delete of its
+ * endpoint: the delete's answer waits for a send marked before it committed, and a mark after it finds nothing.
+ */
+describe('webhook sends in flight and the delete of their endpoint (real Postgres)', () => {
+  const db = useTestDatabase('whsends', ['sends']);
+  const cipher = new SecretsCipher(undefined);
+
+  beforeAll(async () => {
+    await insertStandingKeys(db.dataSource.manager, 'sends', ['key_sends']);
+  });
+
+  /** An endpoint with one pending delivery (round 0). */
+  async function endpointWithDelivery(): Promise<{ endpointId: string; deliveryId: string }> {
+    const created = await createWebhookEndpoint(db.dataSource, cipher, {
+      tenantId: 'sends',
+      url: 'http://127.0.0.1:9/hook',
+      events: ['execution.finished'],
+      createdBy: 'key_sends',
+    });
+    const endpointId = created!.endpoint.id;
+    const deliveryId = `msg_${endpointId}`;
+    await db.dataSource.query(
+      `INSERT INTO webhook_deliveries (id, endpoint_id, tenant_id, event_id, type, payload)
+       VALUES ($1, $2, 'sends', NULL, 'webhook.disabled', '{}'::jsonb)`,
+      [deliveryId, endpointId],
+    );
+    return { endpointId, deliveryId };
+  }
+
+  const marked = async (mark: string) =>
+    (await db.dataSource.query(`SELECT 1 FROM webhook_sends_in_flight WHERE id = $1`, [mark])).length === 1;
+
+  it('a delete committed after the mark waits for the send to end, and the mark outlives the delivery', async () => {
+    const { endpointId, deliveryId } = await endpointWithDelivery();
+    const read = await markWebhookSending(db.dataSource.manager, cipher, {
+      deliveryId,
+      round: 0,
+      mark: 'mark-before-delete',
+      inFlightMs: 60_000,
+    });
+    expect(read).toMatchObject({ id: deliveryId, endpointId, skip: null });
+    expect(
+      await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
+    ).toBe(true);
+    let waited = false;
+    const waiting = waitForWebhookSends(db.dataSource.manager, endpointId, 5).then(() => (waited = true));
+    // The delivery went with the endpoint; the mark did not, and the wait (reading it every 5 ms) goes on.
+    expect(await marked('mark-before-delete')).toBe(true);
+    expect(waited).toBe(false);
+    await clearWebhookSend(db.dataSource.manager, 'mark-before-delete');
+    await waiting;
+    expect(waited).toBe(true);
+  });
+
+  it('a mark made while a delete holds the endpoint waits for it, then finds nothing and marks nothing', async () => {
+    const { endpointId, deliveryId } = await endpointWithDelivery();
+    const deleter = db.dataSource.createQueryRunner();
+    await deleter.connect();
+    let marking: Promise<unknown> | undefined;
+    try {
+      await deleter.startTransaction();
+      expect(await deleteWebhookEndpoint(deleter.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' })).toBe(
+        true,
+      );
+      marking = markWebhookSending(db.dataSource.manager, cipher, {
+        deliveryId,
+        round: 0,
+        mark: 'mark-during-delete',
+        inFlightMs: 60_000,
+      });
+      const deadline = Date.now() + 10_000;
+      while (
+        (
+          await db.dataSource.query(
+            `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+               AND query LIKE 'WITH target AS%'`,
+          )
+        ).length === 0
+      ) {
+        if (Date.now() > deadline) throw new Error('the mark never waited for the delete');
+      }
+      await deleter.commitTransaction();
+    } finally {
+      if (deleter.isTransactionActive) await deleter.rollbackTransaction();
+      await deleter.release();
+    }
+    expect(await marking).toBeNull();
+    expect(await marked('mark-during-delete')).toBe(false);
+    // The delete's answer does not wait: nothing is in flight.
+    await waitForWebhookSends(db.dataSource.manager, endpointId, 5);
+  });
+
+  it('a send past its time is not waited for, and its mark is deleted with the wait', async () => {
+    const { endpointId, deliveryId } = await endpointWithDelivery();
+    await markWebhookSending(db.dataSource.manager, cipher, {
+      deliveryId,
+      round: 0,
+      mark: 'mark-expired',
+      inFlightMs: 0,
+    });
+    expect(await marked('mark-expired')).toBe(true);
+    expect(
+      await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
+    ).toBe(true);
+    await waitForWebhookSends(db.dataSource.manager, endpointId, 5);
+    expect(await marked('mark-expired')).toBe(false);
+  });
+});
