@@ -205,9 +205,21 @@ export class VerificationService {
     /** How far the database's clock is ahead of this process', measured at the read of `op`. */
     clockOffsetMs: number,
   ): Promise<VerifyOutcome> {
+    // What the read concludes is written only while the operation is still at the check it was read at: a duplicate run
+    // of the job (the sweeper re-enqueued a read that took long) whose read ends after newer ones, with the operation
+    // back in the status it read (RECONCILING → UNKNOWN → RECONCILING), must not settle it on its older read.
+    const readAt = op.checkCount;
     switch (decision.kind) {
       case 'verified':
-        return this.settle(op, S.VERIFIED, null, { method: 'read_after_write', ...read.evidence }, 'verified');
+        return this.settle(
+          op,
+          S.VERIFIED,
+          null,
+          { method: 'read_after_write', ...read.evidence },
+          'verified',
+          undefined,
+          readAt,
+        );
       case 'failed': {
         const since = Date.now() + clockOffsetMs - (op.sentAt ?? op.createdAt).getTime();
         return this.settle(
@@ -216,6 +228,8 @@ export class VerificationService {
           decision.reason,
           { method: 'read_after_write', ...read.evidence, found: false, proven_absent_after_ms: since },
           'failed',
+          undefined,
+          readAt,
         );
       }
       case 'hold':
@@ -319,6 +333,8 @@ export class VerificationService {
     outcome: VerifyOutcome,
     /** A reviewer's re-check request, claimed with the write (writeClaiming). */
     requestId?: string,
+    /** Written only while `check_count` is still this: the check the read was made at (see carryOut). */
+    whileCheckCount?: number,
   ): Promise<VerifyOutcome> {
     const connector = this.connectors.require(op.connector);
     const move = (db: Queryable, shown: Record<string, unknown>) =>
@@ -326,6 +342,7 @@ export class VerificationService {
         operation: snapshotOf(op),
         to,
         reason,
+        whileCheckCount,
         // A read-back that does not name its effect verifies only while the tenant has not bound read-backs: the read
         // was made under settings read before it, and an admin may have bound them since.
         readBackUnbound: to === S.VERIFIED && readBackUnbound(connector, op.action, op.params) ? true : undefined,
