@@ -2,7 +2,7 @@
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -37,7 +37,7 @@ WITH moved AS (
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -51,28 +51,28 @@ WITH moved AS (
 
 -- operationMoveThenExecution
 WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5, terminal_reason = $6
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), follows AS (
-         SELECT e.id, (e.status = $9 AND e.deadline_at > clock_timestamp()) AS moves
+         SELECT e.id, (e.status = $10 AND e.deadline_at > clock_timestamp()) AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
          FOR NO KEY UPDATE OF e
        ), seq AS (
-         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $11::int ELSE 0 END,
-                status = CASE WHEN follows.moves THEN $10 ELSE e.status END, updated_at = clock_timestamp()
+         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $12::int ELSE 0 END,
+                status = CASE WHEN follows.moves THEN $11 ELSE e.status END, updated_at = clock_timestamp()
          FROM follows WHERE e.id = follows.id
          RETURNING e.id, e.event_seq, follows.moves
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $6, seq.id, moved.tenant_id, seq.event_seq - CASE WHEN seq.moves THEN $11::int ELSE 0 END, moved.id, $7, $2::text,
-              $3::text, $8::jsonb
+       SELECT $7, seq.id, moved.tenant_id, seq.event_seq - CASE WHEN seq.moves THEN $12::int ELSE 0 END, moved.id, $8, $2::text,
+              $3::text, ($9::jsonb || jsonb_build_object('reason', moved.terminal_reason))::jsonb
        FROM moved JOIN seq ON seq.id = moved.execution_id
        UNION ALL
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $11::int + m.ord, NULL, 'execution.status_changed',
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $12::int + m.ord, NULL, 'execution.status_changed',
               m.from_status, m.to_status, m.data
        FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
-            unnest($12::text[], $13::text[], $14::text[], $15::jsonb[])
+            unnest($13::text[], $14::text[], $15::text[], $16::jsonb[])
             WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
        RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
@@ -100,7 +100,7 @@ WITH moved AS (
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), follows AS (
          SELECT e.id, e.status = $11 AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
@@ -119,7 +119,7 @@ WITH moved AS (
             WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
        UNION ALL
        SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2::text,
-              $3::text, $10::jsonb
+              $3::text, ($10)::jsonb
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
@@ -128,7 +128,7 @@ WITH moved AS (
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), approval = coalesce(approval, '{}'::jsonb) || $5::jsonb, status = $7, terminal_reason = $8
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND coalesce(approval->>'state', '') NOT IN ('granted', 'denied') AND (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE))
-         RETURNING id, execution_id, tenant_id, created_at
+         RETURNING id, execution_id, tenant_id, created_at, terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $14::int, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -136,7 +136,7 @@ WITH moved AS (
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
        SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $14::int + m.ord, moved.id, m.type,
-              m.from_status, m.to_status, m.data
+              m.from_status, m.to_status, CASE WHEN m.to_status IS NULL THEN m.data ELSE (m.data) || jsonb_build_object('reason', moved.terminal_reason) END
        FROM moved JOIN seq ON seq.id = moved.execution_id,
             unnest($9::text[], $10::text[], $11::text[], $12::text[],
                    $13::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
@@ -146,20 +146,20 @@ WITH moved AS (
 
 -- resolutionVerified
 WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), evidence = coalesce(evidence, '{}'::jsonb) || $5::jsonb, obligation = coalesce(obligation, '{}'::jsonb) || $6::jsonb, status = $9
+         UPDATE operations SET updated_at = clock_timestamp(), evidence = coalesce(evidence, '{}'::jsonb) || $5::jsonb, obligation = coalesce(obligation, '{}'::jsonb) || $6::jsonb, status = $9, terminal_reason = $10
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND rejected_at IS NULL AND (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $7 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $8
-         RETURNING id, execution_id, tenant_id, created_at
+         RETURNING id, execution_id, tenant_id, created_at, terminal_reason
        ), seq AS (
-         UPDATE executions e SET event_seq = e.event_seq + $15::int, updated_at = clock_timestamp()
+         UPDATE executions e SET event_seq = e.event_seq + $16::int, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
          RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $15::int + m.ord, moved.id, m.type,
-              m.from_status, m.to_status, m.data
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $16::int + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, CASE WHEN m.to_status IS NULL THEN m.data ELSE (m.data) || jsonb_build_object('reason', moved.terminal_reason) END
        FROM moved JOIN seq ON seq.id = moved.execution_id,
-            unnest($10::text[], $11::text[], $12::text[], $13::text[],
-                   $14::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+            unnest($11::text[], $12::text[], $13::text[], $14::text[],
+                   $15::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
        ORDER BY m.ord
        RETURNING id, seq, execution_id,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
@@ -172,7 +172,7 @@ WITH stamp AS MATERIALIZED (
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND CASE WHEN (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
                     AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
                     AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()))) ELSE false END AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
-         RETURNING id, execution_id, tenant_id, created_at
+         RETURNING id, execution_id, tenant_id, created_at, terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -204,7 +204,7 @@ WITH moved AS (
        || CASE WHEN coalesce(operations.approval, 'null'::jsonb) = 'null'::jsonb AND NOT operations.requires_approval
           AND (operations.status = 'PREPARED'
                OR (operations.status = 'MANUAL_REVIEW' AND operations.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = operations.tenant_id FOR SHARE), '') ELSE '' END) = ANY($7::text[]))
-         RETURNING id, execution_id, tenant_id, created_at
+         RETURNING id, execution_id, tenant_id, created_at, terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -258,7 +258,7 @@ WITH seq AS (
 WITH moved AS (
          UPDATE operations op SET status = $3, updated_at = clock_timestamp(), check_count = $5, next_check_at = clock_timestamp() + $6::bigint * interval '1 millisecond'
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND op.check_count = $7
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id

@@ -185,6 +185,77 @@ describe('TransitionService (real Postgres)', () => {
     expect(await statusOf(sent.operationId)).toBe(OperationStatus.MANUAL_REVIEW);
   });
 
+  it('ends a hold with the terminal reason its move names, on the row and in the event alike (a resolution, a cancel)', async () => {
+    /** An operation held for `reason`, sent `attempt` times, of a running execution. */
+    const heldFor = async (reason: TerminalReason, attempt: number) => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = $2, terminal_reason = $3 WHERE id = $1`,
+        [operationId, attempt, reason],
+      );
+      await running(executionId);
+      const operation = {
+        ...snapshot(operationId),
+        status: OperationStatus.MANUAL_REVIEW,
+        attempt,
+        terminalReason: reason,
+      };
+      return { executionId, operationId, operation };
+    };
+    /** The row's terminal reason and its last status event's, which must be one. */
+    const rowAndEvent = async (operationId: string) => {
+      const row = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+      const moves = (await eventsWhere({ operationId })).filter((e) => e.toStatus !== null);
+      return { status: row.status, row: row.terminalReason, event: moves.at(-1)?.data.reason };
+    };
+    const resolve = (operation: OperationSnapshot, to: OperationStatus) =>
+      transitions.decide(db.dataSource.manager, {
+        operation,
+        tenantId: 'acme',
+        byKey: reviewerKey,
+        open: 'resolution',
+        event: { type: 'operation.resolved', data: { status: to, evidence: 'seen at the provider', by: reviewerKey } },
+        merge: { obligation: { resolution: { status: to, evidence: 'seen at the provider', by: reviewerKey } } },
+        move: { to, eventData: { cause: 'resolved' } },
+      });
+
+    // A person's VERIFIED and FAILED of a sent hold, and a person's cancel of a never-sent one: the move names no
+    // reason (the model allows none), so the hold's reason no longer explains the status, on the row as in the event.
+    for (const [reason, attempt, to] of [
+      [TerminalReason.STALE_REPLICA, 1, OperationStatus.VERIFIED],
+      [TerminalReason.STALE_REPLICA, 1, OperationStatus.FAILED],
+      [TerminalReason.KNOWLEDGE_CONFLICT, 0, OperationStatus.CANCELLED],
+    ] as const) {
+      const held = await heldFor(reason, attempt);
+      expect((await resolve(held.operation, to)).won).toBe(true);
+      expect(await rowAndEvent(held.operationId)).toEqual({ status: to, row: null, event: null });
+    }
+
+    // The system's cancel of a never-sent hold whose execution ended.
+    const ofEnded = await heldFor(TerminalReason.KNOWLEDGE_CONFLICT, 0);
+    await db.dataSource.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [ofEnded.executionId]);
+    expect(
+      await transitions.cancelHeldOfEndedExecution(db.dataSource.manager, [ofEnded.operation], {
+        cause: 'execution_cancelled',
+      }),
+    ).toBe(1);
+    expect(await rowAndEvent(ofEnded.operationId)).toEqual({ status: 'CANCELLED', row: null, event: null });
+
+    // A deny of a hold names its own reason: DENIED on both.
+    const denied = await heldFor(TerminalReason.KNOWLEDGE_CONFLICT, 0);
+    const deny = await transitions.decide(db.dataSource.manager, {
+      operation: denied.operation,
+      tenantId: 'acme',
+      byKey: reviewerKey,
+      open: 'resolution',
+      event: { type: 'operation.resolved', data: { status: 'CANCELLED', by: reviewerKey } },
+      merge: { obligation: { resolution: { status: 'CANCELLED', by: reviewerKey } } },
+      move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED },
+    });
+    expect(deny.won).toBe(true);
+    expect(await rowAndEvent(denied.operationId)).toEqual({ status: 'CANCELLED', row: 'DENIED', event: 'DENIED' });
+  });
+
   it('keeps a person’s reason on the operation’s status event beside the terminal reason (a cancel, a deny)', async () => {
     // A cancel of the execution: its PREPARED operation ends CANCELLED with no terminal reason, the caller's text kept.
     const cancelled = await newExecutionWithOneOperation();

@@ -217,7 +217,7 @@ function operationCompareAndSet(sets: string[], guard: string): string {
   return `moved AS (
          UPDATE operations op SET ${sets.join(', ')}
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
-         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at
+         RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        )`;
 }
 
@@ -421,6 +421,14 @@ function statusEventData(
   return { ...rest, ...(given !== undefined && given !== null && { caller_reason: given }), reason, actor };
 }
 
+/**
+ * A status event's data (`data`, a jsonb expression) with its `reason` read from the row the same statement wrote
+ * (`moved`, whose RETURNING names `terminal_reason`): what the event says of the move's terminal reason is the row's.
+ */
+function eventReasonFromRow(data: string, moved: string): string {
+  return `${data} || jsonb_build_object('reason', ${moved}.terminal_reason)`;
+}
+
 function json(value: unknown): string | null {
   return value === null ? null : JSON.stringify(value);
 }
@@ -614,7 +622,13 @@ export class TransitionService {
     const sets = ['status = $3', 'updated_at = clock_timestamp()'];
     if (input.bumpAttempt) sets.push('attempt = attempt + 1');
     const patch: OperationPatch = { ...input.patch };
-    if (reason !== null || input.patch?.terminal_reason !== undefined) patch.terminal_reason = reason;
+    // A move into a settled status (terminal, held, an ACKNOWLEDGED nothing reads back) writes its own reason, null
+    // when it names none: the reason of a hold it ends (a person's resolution, a cancel) no longer explains the status.
+    const writesReason =
+      reason !== null ||
+      input.patch?.terminal_reason !== undefined ||
+      isSettledOperation(to, operation.verificationMethod);
+    if (writesReason) patch.terminal_reason = reason;
     sets.push(...patchAssignments(patch, params));
     assertExecutionFirst(input);
     const sendGuard = input.sendGuard ?? input.refusedSendGuard;
@@ -631,11 +645,13 @@ export class TransitionService {
       json(statusEventData(input.eventData, reason, input.actor ?? 'system')),
     );
     const n = params.length;
+    // The event's reason is read from the row the statement wrote, where it wrote one: the two cannot differ.
+    const data = writesReason ? eventReasonFromRow(`$${n}::jsonb`, 'moved') : `$${n}`;
     if (input.thenExecution) {
-      return this.withExecutionMoves(db, input, sets, guard, params, input.thenExecution, 'operation-first');
+      return this.withExecutionMoves(db, input, sets, guard, params, data, input.thenExecution, 'operation-first');
     }
     if (input.executionFirst) {
-      return this.withExecutionMoves(db, input, sets, guard, params, input.executionFirst, 'execution-first');
+      return this.withExecutionMoves(db, input, sets, guard, params, data, input.executionFirst, 'execution-first');
     }
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
@@ -645,7 +661,7 @@ export class TransitionService {
          RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $2, $3, $${n}
+       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, $2, $3, ${data}
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s`,
@@ -678,6 +694,7 @@ export class TransitionService {
     sets: string[],
     guard: string,
     params: unknown[],
+    data: string,
     execution: ExecutionMovesInput,
     order: 'execution-first' | 'operation-first',
   ): Promise<TransitionResult> {
@@ -702,7 +719,7 @@ export class TransitionService {
     const operationSeq = first ? 'seq.event_seq' : `seq.event_seq - CASE WHEN seq.moves THEN ${count} ELSE 0 END`;
     const executionSeq = first ? `seq.event_seq - 1 - ${count} + m.ord` : `seq.event_seq - ${count} + m.ord`;
     const operationEvent = `SELECT $${n - 2}, seq.id, moved.tenant_id, ${operationSeq}, moved.id, $${n - 1}, $2::text,
-              $3::text, $${n}::jsonb
+              $3::text, (${data})::jsonb
        FROM moved JOIN seq ON seq.id = moved.execution_id`;
     const executionEvents = `SELECT m.event_id, seq.id, moved.tenant_id, ${executionSeq}, NULL, 'execution.status_changed',
               m.from_status, m.to_status, m.data
@@ -850,12 +867,9 @@ export class TransitionService {
       unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;
     }
     if (move) {
-      params.push(move.to);
-      sets.push(`status = $${params.length}`);
-      if (move.reason) {
-        params.push(move.reason);
-        sets.push(`terminal_reason = $${params.length}`);
-      }
+      // Its own reason, null when it names none (a resolution): the hold's no longer explains the status it ends in.
+      params.push(move.to, move.reason ?? null);
+      sets.push(`status = $${params.length - 1}`, `terminal_reason = $${params.length}`);
     }
     // The decision's event first, then the move it makes (if any): the log reads "decided, therefore moved".
     const events: { type: string; from: string | null; to: string | null; data: Record<string, unknown> }[] = [
@@ -892,12 +906,16 @@ export class TransitionService {
               WHEN jsonb_typeof(m.data->'resolution') = 'object' THEN jsonb_set(m.data, '{resolution,at}', to_jsonb(${stamp}))
               ELSE m.data END`
       : 'm.data';
+    // The move's event names the reason the statement wrote on the row (see `operation`).
+    const eventData = move
+      ? `CASE WHEN m.to_status IS NULL THEN ${data} ELSE ${eventReasonFromRow(`(${data})`, 'moved')} END`
+      : data;
     const result = await rows<{ id: string; seq: string; execution_id: string; age_s: number }>(
       db,
       `WITH ${stamped ? `${DECISION_STAMP}, ` : ''}moved AS (
          UPDATE operations SET ${sets.join(', ')}
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}${unchanged}
-         RETURNING id, execution_id, tenant_id, created_at
+         RETURNING id, execution_id, tenant_id, created_at, terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + ${count}, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
@@ -905,7 +923,7 @@ export class TransitionService {
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data${stamped ? ', created_at' : ''})
        SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - ${count} + m.ord, moved.id, m.type,
-              m.from_status, m.to_status, ${data}${stamped ? ', (SELECT at FROM stamp)' : ''}
+              m.from_status, m.to_status, ${eventData}${stamped ? ', (SELECT at FROM stamp)' : ''}
        FROM moved JOIN seq ON seq.id = moved.execution_id,
             unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::text[],
                    $${first + 4}::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
