@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { DEMO, Stack } from '../support/stack';
 
 /**
@@ -56,6 +57,62 @@ describe('Bull Board’s page: nothing from another origin, nothing kept by a sh
       expect(sources.filter((source) => /^(https?:|\*|'unsafe-eval'$)|\/\//.test(source))).toEqual([]);
       expect(csp['script-src']).not.toContain("'unsafe-inline'");
     }
+  });
+
+  /** One request as sent, headers repeated as given (fetch would join them): its status and headers. */
+  const exchange = (method: string, path: string, headers: [string, string][], body?: string) =>
+    new Promise<{ status: number; csp: unknown; cacheControl: unknown }>((resolve, reject) => {
+      const url = new URL(stack.apiUrl);
+      const flat = ['host', url.host, ...headers.flat()];
+      if (body !== undefined) flat.push('content-length', String(Buffer.byteLength(body)));
+      const req = request({ host: url.hostname, port: url.port, method, path, headers: flat }, (res) => {
+        res.resume();
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            csp: res.headers['content-security-policy'],
+            cacheControl: res.headers['cache-control'],
+          }),
+        );
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  it('every answer under /admin/queues has the board’s policy and no-store: refusals before the board too', async () => {
+    const operator: [string, string] = ['authorization', `Bearer ${DEMO.operator}`];
+    const json: [string, string] = ['content-type', 'application/json'];
+    const pause = '/admin/queues/api/queues/dispatch/pause';
+    // [what, method, path, headers, body, status]
+    const cases: [string, string, string, [string, string][], string | undefined, number][] = [
+      ['no key', 'GET', '/admin/queues/', [], undefined, 401],
+      ['a tenant’s key', 'GET', '/admin/queues/', [['authorization', `Bearer ${DEMO.agent}`]], undefined, 403],
+      ['a write from another site', 'PUT', pause, [operator, ['sec-fetch-site', 'cross-site']], undefined, 403],
+      ['a write to a read-only board', 'PUT', pause, [operator], undefined, 405],
+      ['an unknown job', 'GET', '/admin/queues/api/queues/dispatch/nope', [operator], undefined, 404],
+      ['a path the board does not have', 'GET', '/admin/queues/nope', [operator], undefined, 404],
+      ['too many jobs per page', 'GET', '/admin/queues/api/queues?jobsPerPage=100000', [operator], undefined, 400],
+      ['the page by HEAD', 'HEAD', '/admin/queues/', [operator], undefined, 200],
+      ['OPTIONS', 'OPTIONS', '/admin/queues/', [operator], undefined, 200],
+      // Refused by the API before the board's own layers run.
+      ['a body that is not JSON', 'PUT', pause, [operator, json], '{nope', 400],
+      ['a prototype key in the body', 'PUT', pause, [operator, json], '{"__proto__":{"x":1}}', 400],
+      ['Authorization twice', 'GET', '/admin/queues/', [operator, operator], undefined, 400],
+      [
+        'a body in another charset',
+        'PUT',
+        pause,
+        [operator, ['content-type', 'application/json; charset=latin1']],
+        '{}',
+        415,
+      ],
+    ];
+    const seen = [];
+    for (const [what, method, path, headers, body] of cases) {
+      const { status, csp, cacheControl } = await exchange(method, path, headers, body);
+      seen.push([what, status, typeof csp === 'string' && directives(csp)['default-src']?.[0], cacheControl]);
+    }
+    expect(seen).toEqual(cases.map(([what, , , , , status]) => [what, status, "'none'", 'no-store']));
   });
 
   it('no answer of the board is kept by a shared cache: its API and page no-store, its files private', async () => {

@@ -48,10 +48,9 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     }
     next();
   };
+  // Its headers (the policy, Cache-Control) are set by boardAnswerHeaders, the API's second layer.
   app.use(
     BULL_BOARD_ROUTE,
-    boardSecurityHeaders,
-    boardCaching,
     guard,
     ownResourcesOnly,
     refuseReadBody,
@@ -64,6 +63,16 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     refuseLogsOfMissingJobs(queuesByName),
     serverAdapter.getRouter(),
   );
+}
+
+/**
+ * What every answer under the board's path says — its content policy and page headers (boardSecurityHeaders), and its
+ * Cache-Control (boardCaching). Mounted by the API right after what every answer says, before its refusals of what no
+ * route may receive: a body that is not JSON, a prototype key, a header given twice or a body in another charset sent
+ * to the board were answered before the board's layers ran, with neither header.
+ */
+export function mountBullBoardHeaders(app: INestApplication): void {
+  app.use(BULL_BOARD_ROUTE, boardSecurityHeaders, boardCaching);
 }
 
 /** The board's files (its scripts, stylesheets, images, translations), as its router serves them. */

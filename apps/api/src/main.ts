@@ -22,7 +22,7 @@ import {
   linkCallerTrace,
 } from '@verity/platform';
 import { ApiModule } from './api.module';
-import { mountBullBoard } from './bull-board';
+import { mountBullBoard, mountBullBoardHeaders } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { checkRequestTarget, rejectMissingHost } from './http/client-errors';
 import { refuseDocumentQuery } from './http/no-query';
@@ -89,6 +89,8 @@ async function bootstrap(): Promise<void> {
   // what no route may receive (see http/hostile-input.ts), then the parser, its problem mapping and the check of what
   // it parsed.
   app.use(answerHeaders);
+  // Every answer under Bull Board's path has its policy and Cache-Control, also a refusal below.
+  mountBullBoardHeaders(app);
   app.use(requestContext(app.get<Logger>(LOGGER)));
   // Node's own bare 400 for a missing Host is turned off (answerClientErrors, before the server listens): this is it.
   app.use(rejectMissingHost);
