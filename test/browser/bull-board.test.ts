@@ -111,6 +111,52 @@ jest.setTimeout(120_000);
     expect({ elsewhere, refused }).toEqual({ elsewhere: [], refused: [] });
   });
 
+  it('the content policy, not the stripping of links, is what keeps the page from another origin: what is added to it is refused', async () => {
+    // withoutLinksElsewhere only spares the console a violation for the installed page's one font link (a regex over a
+    // known template, not a guard): whatever reaches the page some other way — a link it does not recognise, an
+    // upgraded board adding one, a script writing one — is refused by the browser under BULL_BOARD_CSP.
+    const origin = new URL(stack.apiUrl).origin;
+    const elsewhere: string[] = [];
+    await page.context().route('**/*', async (route) => {
+      const url = route.request().url();
+      if (new URL(url).origin === origin || url.startsWith('data:')) return route.continue();
+      elsewhere.push(url);
+      await route.abort('blockedbyclient');
+    });
+    await page.addInitScript(`window.refused = [];
+      document.addEventListener('securitypolicyviolation', (event) => window.refused.push(event.effectiveDirective))`);
+    await page.goto(`${stack.apiUrl}/admin/queues/queue/dispatch`);
+    await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
+    await page.evaluate(`(() => {
+      const add = (html) => document.head.insertAdjacentHTML('beforeend', html);
+      // Links the stripping would miss (an entity, a backslash the browser reads as a slash), and plain ones.
+      add('<link rel="stylesheet" href="&#104;ttps://fonts.googleapis.com/css2?family=IBM+Plex+Sans">');
+      add('<link rel="stylesheet" href="\\\\\\\\fonts.gstatic.example/x.css">');
+      const script = document.createElement('script');
+      script.src = 'https://cdn.example/x.js';
+      document.head.append(script);
+      const inline = document.createElement('script');
+      inline.textContent = 'window.inlineRan = true';
+      document.head.append(inline);
+      const image = new Image();
+      image.src = 'https://tracker.example/pixel.png';
+      document.body.append(image);
+      fetch('https://tracker.example/beacon').catch(() => undefined);
+    })()`);
+    await page.waitForFunction('window.refused.length >= 6');
+    const refused = (await page.evaluate('window.refused')) as string[];
+    expect({
+      elsewhere,
+      inlineRan: await page.evaluate('window.inlineRan === true'),
+      refused: [...new Set(refused)].sort(),
+    }).toEqual({
+      elsewhere: [],
+      inlineRan: false,
+      refused: ['connect-src', 'img-src', 'script-src-elem', 'style-src-elem'],
+    });
+    expect(refused.filter((directive) => directive === 'style-src-elem')).toHaveLength(2);
+  });
+
   it('a queue that is there is shown, with no "Queue not found"', async () => {
     const list = page.waitForResponse(
       (response) => isQueueList(response) && new URL(response.url()).searchParams.get('activeQueue') === 'dispatch',

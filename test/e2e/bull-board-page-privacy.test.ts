@@ -142,4 +142,18 @@ describe('Bull Board’s page: nothing from another origin, nothing kept by a sh
       ]),
     );
   });
+
+  it('Swagger UI keeps its own headers, as before the board had a policy: frame-ancestors only, no Cache-Control', async () => {
+    const seen = [];
+    for (const path of ['/docs', '/docs/', '/docs-json']) {
+      const res = await fetch(`${stack.apiUrl}${path}`);
+      await res.arrayBuffer();
+      seen.push([path, res.status, res.headers.get('content-security-policy'), res.headers.get('cache-control')]);
+    }
+    expect(seen).toEqual([
+      ['/docs', 200, "frame-ancestors 'none'", null],
+      ['/docs/', 200, "frame-ancestors 'none'", null],
+      ['/docs-json', 200, "frame-ancestors 'none'", null],
+    ]);
+  });
 });

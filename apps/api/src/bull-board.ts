@@ -96,7 +96,10 @@ const LINK_ELSEWHERE = /<link\b[^>]*\bhref\s*=\s*["']?(?:[a-z][a-z0-9+.-]*:|\/\/
  * The board's page linked a stylesheet of Google Fonts: each opening of the board told a third party that, and when,
  * an operator looked at the queues (and failed offline). The page is served without its links to another origin (the
  * board's own stylesheet falls back to the system's fonts); its content policy (BULL_BOARD_CSP) refuses whatever
- * else would load from one.
+ * else would load from one. The policy is the guard, the stripping only spares the browser's console a refusal at each
+ * opening: a regex over the installed template, which misses a link HTML writes otherwise (an entity or a backslash in
+ * its href, a `>` in an attribute before it) — the browser test "the content policy, not the stripping…" adds such
+ * links and sees them refused.
  */
 export function ownResourcesOnly(_req: Request, res: Response, next: NextFunction): void {
   const render = res.render.bind(res) as (view: string, options: object, done: RenderDone) => void;
