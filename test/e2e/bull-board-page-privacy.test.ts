@@ -94,6 +94,9 @@ describe('Bull Board’s page: nothing from another origin, nothing kept by a sh
       ['too many jobs per page', 'GET', '/admin/queues/api/queues?jobsPerPage=100000', [operator], undefined, 400],
       ['the page by HEAD', 'HEAD', '/admin/queues/', [operator], undefined, 200],
       ['OPTIONS', 'OPTIONS', '/admin/queues/', [operator], undefined, 200],
+      // Under the files' path, but no file: an error, not kept as a file is.
+      ['a file without a key', 'GET', '/admin/queues/static/js/main.js', [], undefined, 401],
+      ['no such file', 'GET', '/admin/queues/static/nope.js', [operator], undefined, 404],
       // Refused by the API before the board's own layers run.
       ['a body that is not JSON', 'PUT', pause, [operator, json], '{nope', 400],
       ['a prototype key in the body', 'PUT', pause, [operator, json], '{"__proto__":{"x":1}}', 400],

@@ -82,10 +82,22 @@ const BOARD_FILES = /^\/static\//;
  * What a cache may keep of the board's answers: its API answers list tenants' jobs and its page is the operator's, so
  * neither is kept anywhere (`no-store`); its files are the same for everyone but served only to an operator, so a
  * shared cache keeps none (`private`), and a browser asks again each time (`no-cache`: a 304 while they have not
- * changed). The board's file server said `public, max-age=0`; it keeps a Cache-Control already set.
+ * changed). The board's file server said `public, max-age=0`; it keeps a Cache-Control already set. An error is
+ * `no-store` wherever it is answered.
  */
 export function boardCaching(req: Request, res: Response, next: NextFunction): void {
-  res.setHeader('cache-control', BOARD_FILES.test(req.path) ? 'private, no-cache' : 'no-store');
+  if (!BOARD_FILES.test(req.path)) {
+    res.setHeader('cache-control', 'no-store');
+    return next();
+  }
+  res.setHeader('cache-control', 'private, no-cache');
+  // An error under the files' path (no key, no such file) is no file: no-store, as every other answer (it said
+  // `private, no-cache`). Decided when the status is written.
+  const writeHead = res.writeHead;
+  res.writeHead = function (this: Response, statusCode: number, ...rest: unknown[]) {
+    if (statusCode >= 400) this.setHeader('cache-control', 'no-store');
+    return (writeHead as (...args: unknown[]) => Response).call(this, statusCode, ...rest);
+  } as Response['writeHead'];
   next();
 }
 
