@@ -3,6 +3,7 @@ import { join, relative } from 'node:path';
 import { CONFIG_VARIABLES } from '../../libs/platform/src/config';
 import { PROBLEM_CODES } from '../../apps/api/src/problem/problem';
 import { QueueName } from '../../libs/queues/src/names';
+import { TERMINAL_REASONS } from '../../libs/status-model/src/operation';
 
 /**
  * What the docs name must exist: a route is one the API documents (or the sandbox provider serves), a problem code
@@ -406,6 +407,20 @@ describe('docs/contract.md §6, "Queues and workers"', () => {
     const named = [...section.split('.')[0].matchAll(/`([a-z]+)`/g)].map((m) => m[1]);
     expect(named.length).toBeGreaterThan(0);
     expect([...new Set(named)].sort()).toEqual([...(Object.values(QueueName) as string[])].sort());
+  });
+});
+
+// --- terminal reasons -----------------------------------------------------------------------------------------
+
+describe('docs/contract.md §2, the `terminal_reason` values', () => {
+  it('are every terminal reason the status model has (TERMINAL_REASONS), and no other', () => {
+    const contract = readFileSync(join(ROOT, 'docs/contract.md'), 'utf8');
+    const section = contract.split('\n## 2. Operation status')[1]?.split('\n## ')[0] ?? '';
+    // The paragraph that lists them: from "`terminal_reason`:" to the sentence's end.
+    const list = /\n`terminal_reason`: ([^]*?)\.\n/.exec(section)?.[1] ?? '';
+    const named = [...list.matchAll(/`([A-Z_]+)`/g)].map((m) => m[1]);
+    expect(named.length).toBeGreaterThan(0);
+    expect([...new Set(named)].sort()).toEqual([...(TERMINAL_REASONS as readonly string[])].sort());
   });
 });
 
