@@ -240,4 +240,69 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
       await target.close();
     }
   }, 60_000);
+
+  it('a delete waiting for a message on its way when its API is told to stop is answered 204 after it, then exit 0', async () => {
+    // The API stops cleanly on SIGTERM: a delete still waiting for a send is neither cut nor answered early — the
+    // server waits for it (the database is closed only after), and the process exits 0 once it has answered.
+    const arrivals: number[] = [];
+    const target = await startReceiver((path) => {
+      if (path === '/on-the-wire-at-stop') arrivals.push(performance.now());
+      return { status: 204 };
+    });
+    const relay = await startHoldingRelay(target.port);
+    const { app: api, url } = await stack.startApiApp();
+    try {
+      const endpoint = await subscribedReceiver(
+        stack,
+        relay.port,
+        `http://127.0.0.1:${relay.port}/on-the-wire-at-stop`,
+        ['execution.finished'],
+      );
+      const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([sms(unique('wh-delete-at-stop'))]),
+      });
+      expect(run.status).toBe(201);
+      await waitFor(
+        async () => relay.held(),
+        (n) => n === 1,
+      );
+      let answeredAt: number | null = null;
+      const deleting = http(url, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin }).then((answer) => {
+        answeredAt = performance.now();
+        return answer;
+      });
+      // The delete has committed, and waits for the send.
+      await waitFor(
+        async () =>
+          (
+            (await stack.db.dataSource.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1`, [
+              endpoint.id,
+            ])) as unknown[]
+          ).length === 0,
+        (gone) => gone,
+        20_000,
+        20,
+      );
+      api.child.kill('SIGTERM');
+      await waitFor(
+        async () => api.output.join('').includes('shutting down'),
+        (said) => said,
+      );
+      expect(answeredAt).toBeNull();
+      relay.release();
+      const deleted = await deleting;
+      expect(deleted.status).toBe(204);
+      await waitFor(
+        async () => arrivals.length,
+        (n) => n === 1,
+      );
+      expect(arrivals[0]).toBeLessThan(answeredAt!);
+      expect(await api.exited).toBe(0);
+    } finally {
+      if (api.child.exitCode === null && api.child.signalCode === null) await stack.kill(api);
+      await relay.close();
+      await target.close();
+    }
+  }, 60_000);
 });
