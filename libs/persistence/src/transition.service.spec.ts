@@ -256,6 +256,40 @@ describe('TransitionService (real Postgres)', () => {
     expect(await rowAndEvent(denied.operationId)).toEqual({ status: 'CANCELLED', row: 'DENIED', event: 'DENIED' });
   });
 
+  it('leaves a hold’s reason behind with the hold when a reviewer’s release is sent: SENT shows none, row and event alike', async () => {
+    // A never-sent hold released by a reviewer (resolution SENT): the dispatcher's MANUAL_REVIEW -> SENT names no
+    // reason, so KNOWLEDGE_CONFLICT no longer explains the operation, which is on its way now, not held.
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'MANUAL_REVIEW', attempt = 0, terminal_reason = 'KNOWLEDGE_CONFLICT',
+              obligation = '{"reason": "KNOWLEDGE_CONFLICT", "resolution": {"status": "SENT"}}'::jsonb
+        WHERE id = $1`,
+      [operationId],
+    );
+    await running(executionId);
+    const sent = await transitions.operation(db.dataSource.manager, {
+      operation: {
+        ...snapshot(operationId),
+        status: OperationStatus.MANUAL_REVIEW,
+        attempt: 0,
+        terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
+      },
+      to: OperationStatus.SENT,
+      actor: 'human',
+      bumpAttempt: true,
+      sendGuard: { kind: 'release' },
+      patch: { sent_at: 'now', check_count: 0, next_check_at: null },
+    });
+    expect(sent.won).toBe(true);
+    const row = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+    const moves = (await eventsWhere({ operationId })).filter((e) => e.toStatus !== null);
+    expect({ status: row.status, row: row.terminalReason, event: moves.at(-1)?.data.reason }).toEqual({
+      status: 'SENT',
+      row: null,
+      event: null,
+    });
+  });
+
   it('keeps a person’s reason on the operation’s status event beside the terminal reason (a cancel, a deny)', async () => {
     // A cancel of the execution: its PREPARED operation ends CANCELLED with no terminal reason, the caller's text kept.
     const cancelled = await newExecutionWithOneOperation();

@@ -622,12 +622,14 @@ export class TransitionService {
     const sets = ['status = $3', 'updated_at = clock_timestamp()'];
     if (input.bumpAttempt) sets.push('attempt = attempt + 1');
     const patch: OperationPatch = { ...input.patch };
-    // A move into a settled status (terminal, held, an ACKNOWLEDGED nothing reads back) writes its own reason, null
-    // when it names none: the reason of a hold it ends (a person's resolution, a cancel) no longer explains the status.
+    // A move into a settled status (terminal, held, an ACKNOWLEDGED nothing reads back), or out of a hold (a reviewer's
+    // release, sent), writes its own reason, null when it names none: the reason of a hold it ends (a person's
+    // resolution, a cancel, a release) no longer explains the status.
     const writesReason =
       reason !== null ||
       input.patch?.terminal_reason !== undefined ||
-      isSettledOperation(to, operation.verificationMethod);
+      isSettledOperation(to, operation.verificationMethod) ||
+      operation.status === OperationStatus.MANUAL_REVIEW;
     if (writesReason) patch.terminal_reason = reason;
     sets.push(...patchAssignments(patch, params));
     assertExecutionFirst(input);
