@@ -47,6 +47,34 @@ async function startHoldingRelay(targetPort: number) {
 }
 
 /**
+ * A receiver that reads what it is sent and never answers: the request stays under way until the worker cuts it off
+ * at its timeout. `closedAt` is when the worker's side closed (performance.now()), null until then.
+ */
+async function startSilentSink() {
+  let connections = 0;
+  let closedAt: number | null = null;
+  const open = new Set<Socket>();
+  const server = createServer((socket) => {
+    connections += 1;
+    open.add(socket);
+    socket.on('data', () => undefined);
+    socket.on('end', () => (closedAt ??= performance.now()));
+    socket.on('error', () => undefined);
+    socket.on('close', () => open.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    connections: () => connections,
+    closedAt: () => closedAt,
+    close: async () => {
+      for (const socket of open) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/**
  * An admin deletes a webhook endpoint while the delivery worker is between reading a delivery (and opening its
  * signing secret) and sending it. Once the delete has answered `204`, the endpoint's secret is gone: nothing signed
  * with it may reach the receiver afterwards. The worker is held between the two by the one thing it reads in between,
@@ -238,6 +266,48 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     } finally {
       await relay.close();
       await target.close();
+    }
+  }, 60_000);
+
+  it('answers a delete only once the request is over, also when the statement that marked it was slow to come back', async () => {
+    // The mark is good until its statement's clock + WEBHOOK_TIMEOUT_MS + 1 s. The statement comes back 2 s after it
+    // wrote the mark (a slow commit, a busy database: a trigger sleeps here), so a request then given the whole
+    // WEBHOOK_TIMEOUT_MS would still be under way when the mark runs out and the delete answers.
+    const sink = await startSilentSink();
+    const endpoint = await subscribedReceiver(stack, sink.port, `http://127.0.0.1:${sink.port}/slow-mark`, [
+      'execution.finished',
+    ]);
+    await stack.db.dataSource.query(
+      `CREATE OR REPLACE FUNCTION test_slow_send_mark() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN PERFORM pg_sleep(2); RETURN NULL; END $$`,
+    );
+    await stack.db.dataSource.query(
+      `CREATE TRIGGER test_slow_send_mark AFTER INSERT ON webhook_sends_in_flight FOR EACH ROW
+         WHEN (NEW.endpoint_id = '${endpoint.id}') EXECUTE FUNCTION test_slow_send_mark()`,
+    );
+    try {
+      const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([sms(unique('wh-delete-slow-mark'))]),
+      });
+      expect(run.status).toBe(201);
+      // The request is on the wire (connected), its mark 2 s old.
+      await waitFor(
+        async () => sink.connections(),
+        (n) => n === 1,
+      );
+      const deleted = await http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin });
+      const answeredAt = performance.now();
+      expect(deleted.status).toBe(204);
+      const closedAt = await waitFor(
+        async () => sink.closedAt(),
+        (at) => at !== null,
+      );
+      expect(closedAt!).toBeLessThan(answeredAt);
+    } finally {
+      await stack.db.dataSource.query(`DROP TRIGGER IF EXISTS test_slow_send_mark ON webhook_sends_in_flight`);
+      await stack.db.dataSource.query(`DROP FUNCTION IF EXISTS test_slow_send_mark()`);
+      await sink.close();
     }
   }, 60_000);
 

@@ -36,6 +36,11 @@ import { TenantSlots } from './tenant-slots';
 const SCAN_BATCH = 500;
 /** Passes per tick at most, so a backlog drains quickly without one tick holding the loop for long. */
 const SCAN_PASSES = 10;
+/**
+ * What a webhook request leaves of its send's mark (webhookSendInFlightMs) for its timer to fire late and the request
+ * to be destroyed: it is cut off this long before the mark runs out at the latest.
+ */
+const SEND_MARK_SLACK_MS = 250;
 
 /**
  * Webhook deliveries. The outbox pass turns new events into delivery rows (Postgres) and enqueues a job per row
@@ -271,16 +276,15 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     // delivery another attempt settled. The same statement marks the send in flight: a delete that commits from then on
     // waits, before it answers, until the request below has ended (the mark cleared) or its time has passed.
     const mark = randomUUID();
+    const inFlightMs = webhookSendInFlightMs(this.config);
+    // Before the statement is sent, so before the database's clock the mark is dated by: the mark is good until at
+    // least `inFlightMs` from here.
+    const markedFrom = performance.now();
     let refused: string | null = null;
     let exchange: Awaited<ReturnType<typeof httpExchange>>;
     try {
       const skipped = await this.skipped(
-        await markWebhookSending(this.db.manager, this.cipher, {
-          deliveryId: delivery.id,
-          round,
-          mark,
-          inFlightMs: webhookSendInFlightMs(this.config),
-        }),
+        await markWebhookSending(this.db.manager, this.cipher, { deliveryId: delivery.id, round, mark, inFlightMs }),
         round,
       );
       if (skipped !== null) return { skipped };
@@ -289,7 +293,12 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
       // httpExchange sends JSON.stringify(body): the signature is over exactly those bytes.
       const signature = new Webhook(secret).sign(delivery.id, sentAt, JSON.stringify(body));
       // The timeout covers the address lookup and the connect too: the request is destroyed at its end, so nothing
-      // of it is written after httpExchange has answered.
+      // of it is written after httpExchange has answered. It ends before its mark runs out (a delete answers then, the
+      // mark cleared or not): a statement slow to come back (a slow commit, a busy database) leaves it less time.
+      const timeoutMs = Math.max(
+        0,
+        Math.min(this.config.WEBHOOK_TIMEOUT_MS, inFlightMs - SEND_MARK_SLACK_MS - (performance.now() - markedFrom)),
+      );
       exchange = await httpExchange({
         method: 'POST',
         url: delivery.url,
@@ -300,7 +309,7 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
           'user-agent': 'Verity-Webhooks/1',
         },
         body,
-        timeoutMs: this.config.WEBHOOK_TIMEOUT_MS,
+        timeoutMs,
         // A 2xx settles it (Standard Webhooks): what the receiver sends after its status is not waited for.
         statusOnly: true,
         lookup: lookupFor(target, (message) => (refused = message)),
