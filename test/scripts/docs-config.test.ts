@@ -2,6 +2,7 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../../libs/platform/src/config';
 import { TEST_TIMINGS } from '../support/stack';
+import { userDocs } from '../support/user-docs';
 
 const ROOT = join(__dirname, '..', '..');
 const OPERATIONS = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
@@ -197,14 +198,7 @@ describe('docs/operations.md, "Timing settings", the tests column', () => {
 });
 
 describe('the defaults the docs give in prose', () => {
-  const DOCS = [
-    'README.md',
-    'libs/sdk/README.md',
-    ...readdirSync(join(ROOT, 'docs'))
-      // The records: what was decided and measured when, in the words of the time.
-      .filter((name) => name.endsWith('.md') && name !== 'decisions.md' && name !== 'benchmarks.md')
-      .map((name) => `docs/${name}`),
-  ];
+  const DOCS = userDocs();
 
   /**
    * Each `NAME` (or `A + B`) the text follows with a number — `IDEMPOTENCY_TTL_MS` (24 h by default),

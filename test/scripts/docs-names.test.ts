@@ -4,20 +4,14 @@ import { CONFIG_VARIABLES } from '../../libs/platform/src/config';
 import { PROBLEM_CODES } from '../../apps/api/src/problem/problem';
 import { QueueName } from '../../libs/queues/src/names';
 import { TERMINAL_REASONS } from '../../libs/status-model/src/operation';
+import { userDocs } from '../support/user-docs';
 
 /**
  * What the docs name must exist: a route is one the API documents (or the sandbox provider serves), a problem code
  * one the API sends, an environment variable one a program reads. Each check is shown to refuse a made-up name.
  */
 const ROOT = join(__dirname, '..', '..');
-const DOCS = [
-  'README.md',
-  'libs/sdk/README.md',
-  ...readdirSync(join(ROOT, 'docs'))
-    // The records: what was decided and measured when, in the words of the time.
-    .filter((name) => name.endsWith('.md') && name !== 'decisions.md' && name !== 'benchmarks.md')
-    .map((name) => `docs/${name}`),
-];
+const DOCS = userDocs();
 const TEXTS = DOCS.map((file) => ({ file, text: readFileSync(join(ROOT, file), 'utf8') }));
 
 function files(path: string): string[] {
