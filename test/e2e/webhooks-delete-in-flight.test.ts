@@ -211,61 +211,81 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     expect(delivery.status).toBe('skipped');
   });
 
-  it('answers a delete only once a message already on its way has reached the receiver, or never reached it', async () => {
-    // The attempt has read its delivery for the last time and its request is on the wire (held by the relay, a slow
-    // network) when the admin deletes the endpoint: the message may reach the receiver before the 204, never after.
+  /**
+   * A message to `path` held on the wire: a receiver behind a holding relay (a slow network), an endpoint subscribed
+   * to it, and an execution whose delivery attempt has read its delivery for the last time and whose request now waits
+   * in the relay. `arrivals` are the times the receiver got the message (performance.now()).
+   */
+  async function messageHeldOnTheWire(path: string, label: string) {
     const arrivals: number[] = [];
-    const target = await startReceiver((path) => {
-      if (path === '/on-the-wire') arrivals.push(performance.now());
+    const target = await startReceiver((at) => {
+      if (at === path) arrivals.push(performance.now());
       return { status: 204 };
     });
     const relay = await startHoldingRelay(target.port);
+    const close = async () => {
+      await relay.close();
+      await target.close();
+    };
     try {
-      const endpoint = await subscribedReceiver(stack, relay.port, `http://127.0.0.1:${relay.port}/on-the-wire`, [
+      const endpoint = await subscribedReceiver(stack, relay.port, `http://127.0.0.1:${relay.port}${path}`, [
         'execution.finished',
       ]);
       const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
         key: DEMO.agent,
-        body: submission([sms(unique('wh-delete-on-the-wire'))]),
+        body: submission([sms(unique(label))]),
       });
       expect(run.status).toBe(201);
       await waitFor(
         async () => relay.held(),
         (n) => n === 1,
       );
+      return { arrivals, relay, endpoint, close };
+    } catch (error) {
+      await close();
+      throw error;
+    }
+  }
 
-      let answeredAt: number | null = null;
-      const deleting = http(stack.apiUrl, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin }).then(
-        (answer) => {
-          answeredAt = performance.now();
-          return answer;
-        },
-      );
+  /** An admin's DELETE of the endpoint through `apiUrl`, and when its answer came (performance.now(); null before). */
+  function timedDelete(apiUrl: string, endpointId: string) {
+    let answeredAt: number | null = null;
+    const answer = http(apiUrl, 'DELETE', `/v1/admin/webhooks/${endpointId}`, { key: DEMO.admin }).then((answer) => {
+      answeredAt = performance.now();
+      return answer;
+    });
+    return { answer, answeredAt: () => answeredAt };
+  }
+
+  /** Whether the endpoint's row is gone: its delete has committed. */
+  const endpointGone = async (endpointId: string) =>
+    ((await stack.db.dataSource.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1`, [endpointId])) as unknown[])
+      .length === 0;
+
+  it('answers a delete only once a message already on its way has reached the receiver, or never reached it', async () => {
+    // The attempt has read its delivery for the last time and its request is on the wire (held by the relay, a slow
+    // network) when the admin deletes the endpoint: the message may reach the receiver before the 204, never after.
+    const { arrivals, relay, endpoint, close } = await messageHeldOnTheWire('/on-the-wire', 'wh-delete-on-the-wire');
+    try {
+      const deleting = timedDelete(stack.apiUrl, endpoint.id);
       // The delete has committed (or answered): only then does the request go on to the receiver.
       await waitFor(
-        async () =>
-          answeredAt !== null ||
-          (
-            (await stack.db.dataSource.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1`, [
-              endpoint.id,
-            ])) as unknown[]
-          ).length === 0,
+        async () => deleting.answeredAt() !== null || (await endpointGone(endpoint.id)),
         (done) => done,
         20_000,
         20,
       );
       relay.release();
-      const deleted = await deleting;
+      const deleted = await deleting.answer;
       expect(deleted.status).toBe(204);
       // The message arrived (the relay let it through), and before the delete's answer.
       await waitFor(
         async () => arrivals.length,
         (n) => n === 1,
       );
-      expect(arrivals[0]).toBeLessThan(answeredAt!);
+      expect(arrivals[0]).toBeLessThan(deleting.answeredAt()!);
     } finally {
-      await relay.close();
-      await target.close();
+      await close();
     }
   }, 60_000);
 
@@ -314,42 +334,15 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
   it('a delete waiting for a message on its way when its API is told to stop is answered 204 after it, then exit 0', async () => {
     // The API stops cleanly on SIGTERM: a delete still waiting for a send is neither cut nor answered early — the
     // server waits for it (the database is closed only after), and the process exits 0 once it has answered.
-    const arrivals: number[] = [];
-    const target = await startReceiver((path) => {
-      if (path === '/on-the-wire-at-stop') arrivals.push(performance.now());
-      return { status: 204 };
-    });
-    const relay = await startHoldingRelay(target.port);
     const { app: api, url } = await stack.startApiApp();
+    let held: Awaited<ReturnType<typeof messageHeldOnTheWire>> | undefined;
     try {
-      const endpoint = await subscribedReceiver(
-        stack,
-        relay.port,
-        `http://127.0.0.1:${relay.port}/on-the-wire-at-stop`,
-        ['execution.finished'],
-      );
-      const run = await http(stack.apiUrl, 'POST', '/v1/executions', {
-        key: DEMO.agent,
-        body: submission([sms(unique('wh-delete-at-stop'))]),
-      });
-      expect(run.status).toBe(201);
-      await waitFor(
-        async () => relay.held(),
-        (n) => n === 1,
-      );
-      let answeredAt: number | null = null;
-      const deleting = http(url, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: DEMO.admin }).then((answer) => {
-        answeredAt = performance.now();
-        return answer;
-      });
+      held = await messageHeldOnTheWire('/on-the-wire-at-stop', 'wh-delete-at-stop');
+      const { arrivals, relay, endpoint } = held;
+      const deleting = timedDelete(url, endpoint.id);
       // The delete has committed, and waits for the send.
       await waitFor(
-        async () =>
-          (
-            (await stack.db.dataSource.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1`, [
-              endpoint.id,
-            ])) as unknown[]
-          ).length === 0,
+        async () => endpointGone(endpoint.id),
         (gone) => gone,
         20_000,
         20,
@@ -359,20 +352,19 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
         async () => api.output.join('').includes('shutting down'),
         (said) => said,
       );
-      expect(answeredAt).toBeNull();
+      expect(deleting.answeredAt()).toBeNull();
       relay.release();
-      const deleted = await deleting;
+      const deleted = await deleting.answer;
       expect(deleted.status).toBe(204);
       await waitFor(
         async () => arrivals.length,
         (n) => n === 1,
       );
-      expect(arrivals[0]).toBeLessThan(answeredAt!);
+      expect(arrivals[0]).toBeLessThan(deleting.answeredAt()!);
       expect(await api.exited).toBe(0);
     } finally {
       if (api.child.exitCode === null && api.child.signalCode === null) await stack.kill(api);
-      await relay.close();
-      await target.close();
+      await held?.close();
     }
   }, 60_000);
 });
