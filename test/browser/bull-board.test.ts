@@ -70,9 +70,12 @@ jest.setTimeout(120_000);
     await page.getByRole('link', { name: 'dispatch', exact: true }).first().waitFor();
   });
 
-  it('the board draws its queues, a queue’s page and a job’s offline: no request leaves for another origin, no rule of its content policy is broken', async () => {
+  /**
+   * The requests the page makes to another origin than the API's, as the browser would send them (data: URLs aside),
+   * each refused (no network here): the list fills as they are made.
+   */
+  async function requestsElsewhere(): Promise<string[]> {
     const origin = new URL(stack.apiUrl).origin;
-    // Every request the page makes, as the browser would send it; another origin's is refused (no network here).
     const elsewhere: string[] = [];
     await page.context().route('**/*', async (route) => {
       const url = route.request().url();
@@ -80,6 +83,11 @@ jest.setTimeout(120_000);
       elsewhere.push(url);
       await route.abort('blockedbyclient');
     });
+    return elsewhere;
+  }
+
+  it('the board draws its queues, a queue’s page and a job’s offline: no request leaves for another origin, no rule of its content policy is broken', async () => {
+    const elsewhere = await requestsElsewhere();
     const refused: string[] = [];
     page.on('console', (message) => {
       if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
@@ -115,14 +123,7 @@ jest.setTimeout(120_000);
     // withoutLinksElsewhere only spares the console a violation for the installed page's one font link (a regex over a
     // known template, not a guard): whatever reaches the page some other way — a link it does not recognise, an
     // upgraded board adding one, a script writing one — is refused by the browser under BULL_BOARD_CSP.
-    const origin = new URL(stack.apiUrl).origin;
-    const elsewhere: string[] = [];
-    await page.context().route('**/*', async (route) => {
-      const url = route.request().url();
-      if (new URL(url).origin === origin || url.startsWith('data:')) return route.continue();
-      elsewhere.push(url);
-      await route.abort('blockedbyclient');
-    });
+    const elsewhere = await requestsElsewhere();
     await page.addInitScript(`window.refused = [];
       document.addEventListener('securitypolicyviolation', (event) => window.refused.push(event.effectiveDirective))`);
     await page.goto(`${stack.apiUrl}/admin/queues/queue/dispatch`);
