@@ -1,4 +1,5 @@
 import { insertStandingKeys } from '../../../test/support/fixtures';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import {
@@ -80,17 +81,7 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
         mark: 'mark-during-delete',
         inFlightMs: 60_000,
       });
-      const deadline = Date.now() + 10_000;
-      while (
-        (
-          await db.dataSource.query(
-            `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-               AND query LIKE 'WITH target AS%'`,
-          )
-        ).length === 0
-      ) {
-        if (Date.now() > deadline) throw new Error('the mark never waited for the delete');
-      }
+      await waitForLockWaiter(db.dataSource, { statementLike: 'WITH target AS%' });
       await deleter.commitTransaction();
     } finally {
       if (deleter.isTransactionActive) await deleter.rollbackTransaction();

@@ -1,5 +1,6 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertChargeExecution, insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
+import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { OUTBOX_HORIZON_WAIT_MS } from '../../../test/support/webhook-deliveries';
 import { webhookKeyHolder } from './idempotency';
@@ -492,17 +493,7 @@ describe('webhook outbox (real Postgres)', () => {
           [endpoint.id, event.id],
         );
         scan = scanWebhookOutbox(db.dataSource, 100);
-        const deadline = Date.now() + 10_000;
-        while (
-          (
-            await db.dataSource.query(
-              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                 AND query LIKE 'INSERT INTO webhook_deliveries%'`,
-            )
-          ).length === 0
-        ) {
-          if (Date.now() > deadline) throw new Error('the pass never waited at its insert');
-        }
+        await waitForLockWaiter(db.dataSource, { statementLike: 'INSERT INTO webhook_deliveries%' });
         await nextMillisecond();
         const disabled = await recordWebhookAttempt(db.dataSource, {
           deliveryId: failing.id,
