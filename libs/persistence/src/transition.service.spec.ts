@@ -21,6 +21,20 @@ describe('TransitionService (real Postgres)', () => {
     reviewerKey = (await createApiKey(db.dataSource.manager, { tenantId: 'acme', role: 'reviewer' })).id;
   });
 
+  /** Waits until the database's clock has moved 20 ms past now: a time read before is a different millisecond after. */
+  async function databaseClockMovesOn(): Promise<void> {
+    const [{ now }] = (await db.dataSource.query(`SELECT clock_timestamp() AS now`)) as { now: Date }[];
+    await waitFor(
+      async () =>
+        (
+          (await db.dataSource.query(`SELECT clock_timestamp() > $1::timestamptz + interval '20 milliseconds' AS on`, [
+            now,
+          ])) as { on: boolean }[]
+        )[0].on,
+      (on) => on,
+    );
+  }
+
   async function newExecutionWithOneOperation() {
     return insertChargeExecution(db.dataSource.manager, 'acme', {
       operation: { params: { amount: 100, currency: 'EUR', reference: 'r-1' } },
@@ -873,17 +887,7 @@ describe('TransitionService (real Postgres)', () => {
         .finally(() => (answered = true));
       await waitForLockWaiter(db.dataSource, { unless: () => answered });
       // The database's clock moves on while the move waits (observed, not slept).
-      const [{ waiting }] = (await db.dataSource.query(`SELECT clock_timestamp() AS waiting`)) as { waiting: Date }[];
-      await waitFor(
-        async () =>
-          (
-            (await db.dataSource.query(
-              `SELECT clock_timestamp() > $1::timestamptz + interval '20 milliseconds' AS on`,
-              [waiting],
-            )) as { on: boolean }[]
-          )[0].on,
-        (on) => on,
-      );
+      await databaseClockMovesOn();
       expect(answered).toBe(false);
       await transitions.annotate(holder.manager, { executionId, type: 'execution.observed' });
       await holder.commitTransaction();
@@ -948,17 +952,7 @@ describe('TransitionService (real Postgres)', () => {
         await waitForLockWaiter(db.dataSource, { unless: () => answered });
         // The database's clock moves on while the decision waits (observed, not slept): a time it read before the
         // wait is then a different millisecond from one read after.
-        const [{ waiting }] = (await db.dataSource.query(`SELECT clock_timestamp() AS waiting`)) as { waiting: Date }[];
-        await waitFor(
-          async () =>
-            (
-              (await db.dataSource.query(
-                `SELECT clock_timestamp() > $1::timestamptz + interval '20 milliseconds' AS on`,
-                [waiting],
-              )) as { on: boolean }[]
-            )[0].on,
-          (on) => on,
-        );
+        await databaseClockMovesOn();
         expect(answered).toBe(false);
         if (hold === 'operation') {
           await transitions.annotate(holder.manager, {
