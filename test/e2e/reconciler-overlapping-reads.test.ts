@@ -270,6 +270,41 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     expect(await row(operationId)).toMatchObject({ status: 'VERIFIED' });
   });
 
+  it('a job whose read ends after newer ones never holds the operation on its older read: its stale hold writes nothing', async () => {
+    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+    const [{ reference }] = (await db.dataSource.query(
+      `SELECT params->>'reference' AS reference FROM operations WHERE id = $1`,
+      [operationId],
+    )) as { reference: string }[];
+    // Sent, its answer lost, reconciled twice already.
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'RECONCILING', attempt = 1, sent_at = now(), check_count = 2 WHERE id = $1`,
+      [operationId],
+    );
+    const first = held.length;
+    // The job whose read hangs; the sweeper hands the operation, still RECONCILING, to another job, inconclusive.
+    const { running: stale } = await readArrived(() => service.reconcile(operationId));
+    const { running: second } = await readArrived(() => service.reconcile(operationId));
+    unreachable(first + 1);
+    expect(await second).toBe('rescheduled');
+    // The next job moves it back to RECONCILING (the status the stale job read) and is mid-read when the stale one ends.
+    const { running: third } = await readArrived(() => service.reconcile(operationId));
+    expect(await row(operationId)).toMatchObject({ status: 'RECONCILING', check_count: 3 });
+
+    // The stale read finds the charge of another amount: a mismatch, a hold decided at check 2, which it moved past.
+    charged(first, reference, 999);
+    expect(await stale).toBe('skipped: lost race');
+    expect(await row(operationId)).toMatchObject({ status: 'RECONCILING', check_count: 3 });
+    const moves = await db.dataSource
+      .getRepository(EventEntity)
+      .findBy({ operationId, type: 'operation.status_changed' });
+    expect(moves.filter((e) => e.toStatus === 'MANUAL_REVIEW')).toEqual([]);
+    // The newer read, which sees the charge asked for, settles it.
+    charged(first + 2, reference);
+    expect(await third).toBe('verified');
+    expect(await row(operationId)).toMatchObject({ status: 'VERIFIED' });
+  });
+
   it('two re-checks of one hold whose reads overlap (a reviewer’s and a scheduled one) are both counted', async () => {
     const { operationId, dueAt } = await heldCharge({ rechecks: 3 });
     const first = held.length;

@@ -240,6 +240,7 @@ export class VerificationService {
             ? { method: 'read_after_write', mismatched: read.fields, ...read.evidence }
             : { method: 'read_after_write', ...read.evidence, checks: op.checkCount + 1 },
           clockOffsetMs,
+          readAt,
         );
       case 'unknown':
         return this.acknowledgedButAbsent(op, read);
@@ -902,6 +903,8 @@ export class VerificationService {
     evidence: Record<string, unknown>,
     /** The database's clock less this process', measured at the read of `op`: the due time is on the former. */
     clockOffsetMs: number,
+    /** Written only while `check_count` is still this: the check the read was made at (see carryOut). */
+    whileCheckCount?: number,
   ): Promise<VerifyOutcome> {
     const tenant = await findTenant(this.db.manager, op.tenantId);
     const obligation = recoveryObligation({
@@ -931,6 +934,7 @@ export class VerificationService {
       operation: snapshotOf(op),
       to: S.MANUAL_REVIEW,
       reason,
+      whileCheckCount,
       patch: { evidence, obligation: obligation as unknown as Record<string, unknown>, next_check_at: recheckAt },
       eventData: {
         obligation: { owner: obligation.owner, due_at: obligation.due_at },
