@@ -232,27 +232,35 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
     expect(await row(operationId)).toMatchObject({ status: 'UNKNOWN', check_count: 5 });
   });
 
-  it('a job whose read ends after newer ones never settles the operation on its older read: its stale FAILED writes nothing', async () => {
+  /**
+   * A charge RECONCILING at check 2, sent at `sentAt` (SQL), whose reconcile job's read hangs (`stale`, answered through
+   * `held[first]`) while the sweeper hands the operation to another job (inconclusive: back to UNKNOWN, check 3) and a
+   * third job moves it back to RECONCILING — the status the stale job read — and is mid-read (`third`, `held[first + 2]`).
+   */
+  async function staleReadBehindNewerOnes(sentAt: string) {
     const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
     const [{ reference }] = (await db.dataSource.query(
       `SELECT params->>'reference' AS reference FROM operations WHERE id = $1`,
       [operationId],
     )) as { reference: string }[];
-    // Sent a minute ago (past when an absence is proof, before the deadline), its answer lost, reconciled twice.
     await db.dataSource.query(
-      `UPDATE operations SET status = 'RECONCILING', attempt = 1, sent_at = now() - interval '1 minute', check_count = 2
-        WHERE id = $1`,
+      `UPDATE operations SET status = 'RECONCILING', attempt = 1, sent_at = ${sentAt}, check_count = 2 WHERE id = $1`,
       [operationId],
     );
     const first = held.length;
-    // The job whose read hangs; the sweeper hands the operation, still RECONCILING, to another job, inconclusive.
     const { running: stale } = await readArrived(() => service.reconcile(operationId));
     const { running: second } = await readArrived(() => service.reconcile(operationId));
     unreachable(first + 1);
     expect(await second).toBe('rescheduled');
-    // The next job moves it back to RECONCILING (the status the stale job read) and is mid-read when the stale one ends.
     const { running: third } = await readArrived(() => service.reconcile(operationId));
     expect(await row(operationId)).toMatchObject({ status: 'RECONCILING', check_count: 3 });
+    return { operationId, reference, first, stale, third };
+  }
+
+  it('a job whose read ends after newer ones never settles the operation on its older read: its stale FAILED writes nothing', async () => {
+    // Sent a minute ago (past when an absence is proof, before the deadline), its answer lost, reconciled twice.
+    const { operationId, reference, first, stale, third } =
+      await staleReadBehindNewerOnes("now() - interval '1 minute'");
 
     // The stale read finds nothing: a proof of absence made at check 2, which the operation has moved past.
     held[first]
@@ -271,25 +279,8 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
   });
 
   it('a job whose read ends after newer ones never holds the operation on its older read: its stale hold writes nothing', async () => {
-    const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
-    const [{ reference }] = (await db.dataSource.query(
-      `SELECT params->>'reference' AS reference FROM operations WHERE id = $1`,
-      [operationId],
-    )) as { reference: string }[];
     // Sent, its answer lost, reconciled twice already.
-    await db.dataSource.query(
-      `UPDATE operations SET status = 'RECONCILING', attempt = 1, sent_at = now(), check_count = 2 WHERE id = $1`,
-      [operationId],
-    );
-    const first = held.length;
-    // The job whose read hangs; the sweeper hands the operation, still RECONCILING, to another job, inconclusive.
-    const { running: stale } = await readArrived(() => service.reconcile(operationId));
-    const { running: second } = await readArrived(() => service.reconcile(operationId));
-    unreachable(first + 1);
-    expect(await second).toBe('rescheduled');
-    // The next job moves it back to RECONCILING (the status the stale job read) and is mid-read when the stale one ends.
-    const { running: third } = await readArrived(() => service.reconcile(operationId));
-    expect(await row(operationId)).toMatchObject({ status: 'RECONCILING', check_count: 3 });
+    const { operationId, reference, first, stale, third } = await staleReadBehindNewerOnes('now()');
 
     // The stale read finds the charge of another amount: a mismatch, a hold decided at check 2, which it moved past.
     charged(first, reference, 999);

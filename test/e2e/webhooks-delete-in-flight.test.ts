@@ -257,6 +257,24 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     return { answer, answeredAt: () => answeredAt };
   }
 
+  /**
+   * Lets the held message go on to the receiver, and expects the delete answered 204 and the message to have arrived
+   * (the relay let it through) before the delete's answer.
+   */
+  async function releaseAndExpectArrivalBeforeAnswer(
+    held: Awaited<ReturnType<typeof messageHeldOnTheWire>>,
+    deleting: ReturnType<typeof timedDelete>,
+  ): Promise<void> {
+    held.relay.release();
+    const deleted = await deleting.answer;
+    expect(deleted.status).toBe(204);
+    await waitFor(
+      async () => held.arrivals.length,
+      (n) => n === 1,
+    );
+    expect(held.arrivals[0]).toBeLessThan(deleting.answeredAt()!);
+  }
+
   /** Whether the endpoint's row is gone: its delete has committed. */
   const endpointGone = async (endpointId: string) =>
     ((await stack.db.dataSource.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1`, [endpointId])) as unknown[])
@@ -265,7 +283,8 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
   it('answers a delete only once a message already on its way has reached the receiver, or never reached it', async () => {
     // The attempt has read its delivery for the last time and its request is on the wire (held by the relay, a slow
     // network) when the admin deletes the endpoint: the message may reach the receiver before the 204, never after.
-    const { arrivals, relay, endpoint, close } = await messageHeldOnTheWire('/on-the-wire', 'wh-delete-on-the-wire');
+    const held = await messageHeldOnTheWire('/on-the-wire', 'wh-delete-on-the-wire');
+    const { endpoint, close } = held;
     try {
       const deleting = timedDelete(stack.apiUrl, endpoint.id);
       // The delete has committed (or answered): only then does the request go on to the receiver.
@@ -275,15 +294,7 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
         20_000,
         20,
       );
-      relay.release();
-      const deleted = await deleting.answer;
-      expect(deleted.status).toBe(204);
-      // The message arrived (the relay let it through), and before the delete's answer.
-      await waitFor(
-        async () => arrivals.length,
-        (n) => n === 1,
-      );
-      expect(arrivals[0]).toBeLessThan(deleting.answeredAt()!);
+      await releaseAndExpectArrivalBeforeAnswer(held, deleting);
     } finally {
       await close();
     }
@@ -338,7 +349,7 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     let held: Awaited<ReturnType<typeof messageHeldOnTheWire>> | undefined;
     try {
       held = await messageHeldOnTheWire('/on-the-wire-at-stop', 'wh-delete-at-stop');
-      const { arrivals, relay, endpoint } = held;
+      const { endpoint } = held;
       const deleting = timedDelete(url, endpoint.id);
       // The delete has committed, and waits for the send.
       await waitFor(
@@ -353,14 +364,7 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
         (said) => said,
       );
       expect(deleting.answeredAt()).toBeNull();
-      relay.release();
-      const deleted = await deleting.answer;
-      expect(deleted.status).toBe(204);
-      await waitFor(
-        async () => arrivals.length,
-        (n) => n === 1,
-      );
-      expect(arrivals[0]).toBeLessThan(deleting.answeredAt()!);
+      await releaseAndExpectArrivalBeforeAnswer(held, deleting);
       expect(await api.exited).toBe(0);
     } finally {
       if (api.child.exitCode === null && api.child.signalCode === null) await stack.kill(api);
