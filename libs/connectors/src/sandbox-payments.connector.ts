@@ -165,6 +165,17 @@ export class SandboxPaymentsConnector implements Connector {
     if (read.kind === 'unreachable') return read;
     const { evidence, charges, asOfVersion } = read;
     const knownId = typeof op.providerRef?.id === 'string' ? op.providerRef.id : undefined;
+    if (!knownId) {
+      // With no id acknowledged, two charges of this reference in the account (the operation's, under its key, and
+      // another writer's) leave which one is the operation's unsaid: a person's to look at, never the provider's list
+      // order's to pick (the first listed verified the operation, the other charge unseen, or held it on the other's
+      // amount). Both are named as evidence, neither as the operation's record.
+      const ofReference = chargesOf(charges, charge.reference);
+      if (ofReference.length > 1) {
+        evidence.charges = ofReference.map((c) => ({ ...c }));
+        return { kind: 'mismatch', evidence, fields: ['charges'] };
+      }
+    }
     // With no id acknowledged, a charge of this reference's list that names another reference (one the provider cut or
     // folded, or another order's) is no proof of absence: read as the record, it is a mismatch on the reference.
     const found = knownId
@@ -237,7 +248,22 @@ export class SandboxPaymentsConnector implements Connector {
     const charge = op.params as Charge;
     const read = await this.readCharges(op, env);
     if (read.kind === 'unreachable') return read;
-    const existing = read.charges.find((c) => c.reference === charge.reference);
+    const ofReference = chargesOf(read.charges, charge.reference);
+    if (ofReference.length > 1) {
+      // Two charges of this reference: whether the one asked for is made is not the first listed's to say (it read as
+      // "requested state present" — VERIFIED, no change required — or as a conflict, by the provider's list order).
+      read.evidence.charges = ofReference.map((c) => ({ ...c }));
+      return {
+        kind: 'state',
+        state: { charged: true, charges: ofReference.length },
+        requestedStatePresent: false,
+        conflicts: [
+          `${ofReference.length} charges with this reference: which one is this order’s is not for a read to pick`,
+        ],
+        evidence: read.evidence,
+      };
+    }
+    const existing = ofReference[0];
     const state: Record<string, unknown> = existing
       ? { charged: true, amount: existing.amount, currency: existing.currency, charge_id: existing.id }
       : { charged: false };
@@ -359,6 +385,21 @@ function replayedSend(outcome: SendOutcome, body: unknown, asked: Charge): SendO
       'charge was made for it',
     providerError: { code: 'idempotency_key_replayed' },
   };
+}
+
+/**
+ * The charges of a list under exactly this reference, each once: a charge listed twice alike is the one charge it is
+ * (listed twice differently, the list was not read at all: chargeListedTwice).
+ */
+function chargesOf(charges: readonly ProviderCharge[], reference: string): ProviderCharge[] {
+  const ids = new Set<string>();
+  return charges.filter((c) => {
+    if (c.reference !== reference) return false;
+    if (typeof c.id !== 'string') return true;
+    if (ids.has(c.id)) return false;
+    ids.add(c.id);
+    return true;
+  });
 }
 
 /** What a read compares and keeps of a charge: two entries of one id that differ here are two answers about it. */
