@@ -832,6 +832,15 @@ describe('http connector', () => {
         [[], '0.status', 'absent'],
         [{ data: [null] }, 'data[0].status', 'absent'],
         [{ data: [{ id: 'rb-9' }] }, 'data.length', 'field_missing'],
+        // A null inside a record that is there (it holds a value: its id) is that record without the field, not "no
+        // record": read as absent, a person could answer FAILED while the record exists.
+        [{ data: { id: 'o_1', attributes: null } }, 'data.attributes.status', 'field_missing'],
+        [{ data: [{ id: 'o_1', attributes: null }] }, 'data[0].attributes.status', 'field_missing'],
+        [{ data: { id: 'o_1', attributes: { meta: null } } }, 'data.attributes.meta.status', 'field_missing'],
+        // A null where the record goes, at the top of the answer or in a wrapper that holds nothing else, is no record.
+        [{ data: null, meta: { total: 0 } }, 'data.status', 'absent'],
+        [{ result: { data: null } }, 'result.data.status', 'absent'],
+        [{ data: { attributes: null, links: null } }, 'data.attributes.status', 'absent'],
       ];
       for (const [body, field, kind] of cases) {
         expect([body, field, (await at(body, field)).kind]).toEqual([body, field, kind]);

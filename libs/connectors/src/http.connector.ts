@@ -41,16 +41,7 @@ import {
   urlWrittenHiddenCharacterProblem,
 } from './egress';
 import { HttpExchange, HttpExchangeRequest, httpExchange } from './http-exchange';
-import {
-  FIELD_PATH,
-  FIELD_PATH_RULE,
-  clipValue,
-  fieldKey,
-  fieldSegments,
-  pathRunsOutAtNoRecord,
-  readField,
-  sameJson,
-} from './json-path';
+import { FIELD_PATH, FIELD_PATH_RULE, clipValue, fieldKey, fieldSegments, readField, sameJson } from './json-path';
 import { holdsRedactedSecret, secretPlaceholder, secretRedactor } from './secret-redaction';
 import { holdsReplacedText } from './storable-text';
 
@@ -957,7 +948,7 @@ export class HttpConnector implements Connector {
     const value = readField(exchange.body, field);
     evidence.record = value.found ? { [fieldKey(field)]: keptOfAnswer(value.value, env) } : null;
     // Found no record at all (an empty list, a null where it would stand): as a 404, not a record without the field.
-    if (!value.found && pathRunsOutAtNoRecord(exchange.body, field)) return { kind: 'absent', evidence };
+    if (!value.found && value.noRecord) return { kind: 'absent', evidence };
     return { kind: 'present', value, evidence };
   }
 

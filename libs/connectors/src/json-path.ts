@@ -5,7 +5,6 @@ export {
   FIELD_PATH_RULE,
   fieldKey,
   fieldSegments,
-  pathRunsOutAtNoRecord,
   readField,
   sameJson,
   textPrefix,

@@ -3,7 +3,6 @@ import {
   fieldKey,
   fieldSegments,
   keptMemberName,
-  pathRunsOutAtNoRecord,
   readEvidenceField,
   readField,
   sameJson,
@@ -27,33 +26,45 @@ describe('json-path (shared by criteria and connectors)', () => {
     const doc = { record: { amount: 1250, tags: ['a', 'b'] } };
     expect(readField(doc, 'record.amount')).toEqual({ found: true, value: 1250 });
     expect(readField(doc, 'record.tags[1]')).toEqual({ found: true, value: 'b' });
-    expect(readField(doc, 'record.tags[5]')).toEqual({ found: false });
-    expect(readField(doc, 'record.missing')).toEqual({ found: false });
-    expect(readField(null, 'a')).toEqual({ found: false });
+    expect(readField(doc, 'record.tags[5]')).toEqual({ found: false, noRecord: true });
+    expect(readField(doc, 'record.missing')).toEqual({ found: false, noRecord: false });
+    expect(readField(null, 'a')).toEqual({ found: false, noRecord: true });
   });
 
   it('tells a path that ran out where no record stands (a list with no entry there, a null) from one inside a record', () => {
+    const noRecord = (value: unknown, path: string) => {
+      const read = readField(value, path);
+      return read.found ? 'found' : read.noRecord;
+    };
     // No record: a search answered with no match, or nothing where the record goes.
-    expect(pathRunsOutAtNoRecord({ data: [] }, 'data[0].status')).toBe(true);
-    expect(pathRunsOutAtNoRecord({ data: [] }, 'data.status')).toBe(true);
-    expect(pathRunsOutAtNoRecord({ data: [{ id: 'x' }] }, 'data[1].status')).toBe(true);
-    expect(pathRunsOutAtNoRecord({ data: null }, '$.data.status')).toBe(true);
-    expect(pathRunsOutAtNoRecord({ data: [null] }, 'data.0.status')).toBe(true);
-    expect(pathRunsOutAtNoRecord([], '0.status')).toBe(true);
+    expect(noRecord({ data: [] }, 'data[0].status')).toBe(true);
+    expect(noRecord({ data: [] }, 'data.status')).toBe(true);
+    expect(noRecord({ data: [{ id: 'x' }] }, 'data[1].status')).toBe(true);
+    expect(noRecord({ data: null }, '$.data.status')).toBe(true);
+    expect(noRecord({ data: null, meta: { total: 0 } }, 'data.status')).toBe(true);
+    expect(noRecord({ data: [null] }, 'data.0.status')).toBe(true);
+    expect(noRecord({ result: { data: null } }, 'result.data.status')).toBe(true);
+    expect(noRecord({ data: { attributes: null, links: null } }, 'data.attributes.status')).toBe(true);
+    expect(noRecord([], '0.status')).toBe(true);
+    expect(noRecord(null, 'data')).toBe(true);
     // A record (an object, an entry) that is there without the field, or an answer that is no container at all.
-    expect(pathRunsOutAtNoRecord({ data: [{ id: 'x' }] }, 'data[0].status')).toBe(false);
-    expect(pathRunsOutAtNoRecord({ data: [{ id: 'x' }] }, 'data.length')).toBe(false);
-    expect(pathRunsOutAtNoRecord({ data: { '0': {} } }, 'data[0].status')).toBe(false);
-    expect(pathRunsOutAtNoRecord({ other: 1 }, 'data.status')).toBe(false);
-    expect(pathRunsOutAtNoRecord('text', 'data')).toBe(false);
+    expect(noRecord({ data: [{ id: 'x' }] }, 'data[0].status')).toBe(false);
+    expect(noRecord({ data: [{ id: 'x' }] }, 'data.length')).toBe(false);
+    expect(noRecord({ data: { '0': {} } }, 'data[0].status')).toBe(false);
+    expect(noRecord({ other: 1 }, 'data.status')).toBe(false);
+    expect(noRecord('text', 'data')).toBe(false);
+    // A null inside a record below the top of the answer that holds a value: that record, without the field.
+    expect(noRecord({ data: { id: 'o_1', attributes: null } }, 'data.attributes.status')).toBe(false);
+    expect(noRecord({ data: [{ id: 'o_1', attributes: null }] }, 'data[0].attributes.status')).toBe(false);
+    expect(noRecord({ data: { id: 'o_1', a: { b: null } } }, 'data.a.b.status')).toBe(false);
     // Read whole, the path did not run out: nothing to tell.
-    expect(pathRunsOutAtNoRecord({ data: { status: null } }, 'data.status')).toBe(false);
+    expect(noRecord({ data: { status: null } }, 'data.status')).toBe('found');
   });
 
   it('reads an array by index only: `length` and other members of the JavaScript array are not JSON members', () => {
     const doc = { record: { tags: [], items: [{ id: 'x' }] } };
-    expect(readField(doc, 'record.tags.length')).toEqual({ found: false });
-    expect(readField(doc, 'record.items.length')).toEqual({ found: false });
+    expect(readField(doc, 'record.tags.length')).toEqual({ found: false, noRecord: true });
+    expect(readField(doc, 'record.items.length')).toEqual({ found: false, noRecord: false });
     expect(readField(doc, 'record.items.0.id')).toEqual({ found: true, value: 'x' });
     // An object's own member named `length` is JSON and is read as any other.
     expect(readField({ a: { length: 3 } }, 'a.length')).toEqual({ found: true, value: 3 });

@@ -15,47 +15,48 @@ export function fieldKey(path: string): string {
   return path.startsWith('$.') ? path.slice(2) : path;
 }
 
-export function readField(value: unknown, path: string): { found: true; value: unknown } | { found: false } {
+/**
+ * What a path read of a value: the value, or nothing — and then whether the path ran out where no record stands
+ * (`noRecord`): at a list with no entry at that place (a search that answered "no match" — or, lagging, "none yet" —
+ * with `{"data": []}`; an empty list whatever the path asks of it), or at a null where the record goes (`{"data":
+ * null}`, a null in a list, a null in a wrapper that holds nothing else). That is no record without the field, which
+ * counts as the effect shown (a person's FAILED refused for good): nothing of the effect was read. A path that runs out
+ * inside an object (or an entry) that is there is a record without the field — and so is one that runs out at a null
+ * after going through an object below the top of the answer that holds a value (`{"data": {"id": "o_1", "attributes":
+ * null}}` at `data.attributes.status`): that record was read, its field was not.
+ */
+export type FieldRead = { found: true; value: unknown } | { found: false; noRecord: boolean };
+
+/** The value at `path`, walked once for the value and for whether it ran out at no record (FieldRead). */
+export function readField(value: unknown, path: string): FieldRead {
   let current: unknown = value;
+  // Whether the path went through a record: an object below the top of the answer that holds a value.
+  let inRecord = false;
   for (const segment of fieldSegments(path)) {
     if (Array.isArray(current)) {
       // A JSON array has elements only: its JavaScript `length` (an own property) is no member a path can name.
       const index = /^[0-9]+$/.test(segment) ? Number(segment) : current.length;
-      if (index >= current.length) return { found: false };
+      // An empty list holds no record, whatever the path asks of it; a list with entries asked for a member has them.
+      if (index >= current.length) return { found: false, noRecord: current.length === 0 || /^[0-9]+$/.test(segment) };
       current = current[index];
     } else if (typeof current === 'object' && current !== null && Object.hasOwn(current, segment)) {
+      inRecord ||= current !== value && holdsAValue(current);
       current = (current as Record<string, unknown>)[segment];
     } else {
-      return { found: false };
+      return { found: false, noRecord: current === null && !inRecord };
     }
   }
   return { found: true, value: current };
 }
 
-/**
- * Where readField finds nothing, whether the path ran out where no record stands: at a list with no entry at that
- * place (a search that answered "no match" — or, lagging, "none yet" — with `{"data": []}`; an empty list whatever the
- * path asks of it), or at a null (`{"data": null}`). That is no record without the field, which counts as the effect
- * shown (a person's FAILED refused for good): nothing of the effect was read. A path that runs out inside an object (or
- * an entry) that is there is a record without the field. Walked as readField walks, on the same segments.
- */
-export function pathRunsOutAtNoRecord(value: unknown, path: string): boolean {
-  let current: unknown = value;
-  for (const segment of fieldSegments(path)) {
-    if (current === null) return true;
-    if (Array.isArray(current)) {
-      // An empty list holds no record, whatever the path asks of it.
-      if (current.length === 0) return true;
-      if (!/^[0-9]+$/.test(segment)) return false;
-      if (Number(segment) >= current.length) return true;
-      current = current[Number(segment)];
-    } else if (typeof current === 'object' && Object.hasOwn(current, segment)) {
-      current = (current as Record<string, unknown>)[segment];
-    } else {
-      return false;
-    }
-  }
-  return false;
+/** Whether `value` is an object (no list) with a member that is not null: a record that is there. */
+function holdsAValue(value: unknown): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.values(value).some((member) => member !== null)
+  );
 }
 
 /**
