@@ -379,6 +379,27 @@ describe('http connector (real loopback target, tenant settings through the admi
     expect([resolved.status, resolved.body]).toMatchObject([200, { status: 'FAILED' }]);
   });
 
+  it('a timed-out call whose read-back finds its record with a null where the field goes: the record shown, a FAILED refused', async () => {
+    // `{"data": {"id": <op>, "attributes": null}}` read at `data.attributes.status` is the record without its field.
+    // Before, every null read as "no record" (absent): held STALE_REPLICA, and a person's FAILED ("no effect, a retry
+    // is safe") was accepted while the record existed.
+    const records = {
+      method: 'GET',
+      url: `${target.base}/records/{{operation_id}}`,
+      field: 'data.attributes.status',
+      equals: 'created',
+    };
+    const execution = await submitOps(call, [httpOp('order', order('/slow-orders', { read_back: records }))]);
+    const [op] = (await settled(call, execution.id)).operations;
+    expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'FIELD_MISSING' });
+    expect(op.evidence).toMatchObject({ source: `${target.base}/records/${op.id}`, status: 200, record: null });
+    const resolved = await call<Op & { type?: string }>('POST', `/v1/operations/${op.id}/resolve`, {
+      key: DEMO.reviewer,
+      body: { status: 'FAILED', evidence: 'the order list did not show it' },
+    });
+    expect([resolved.status, resolved.body.type]).toEqual([409, 'https://verity.dev/problems/effect-exists']);
+  });
+
   it('ends UNKNOWN on a timeout, then is reconciled to VERIFIED through its read-back', async () => {
     const execution = await submitOps(call, [httpOp('order', order('/slow-orders', { read_back: readBack() }))]);
     const [op] = (await settled(call, execution.id)).operations;

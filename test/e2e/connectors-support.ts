@@ -46,7 +46,8 @@ async function closeServer(server: Server): Promise<void> {
 
 /**
  * POST /orders and /slow-orders record `{ id }` (the slow one answers only after `slowMs`, after recording it);
- * GET /orders/:id reads it back as `{ data: { status: 'created' } }` or 404; /reject answers 422; /redirect answers
+ * GET /orders/:id reads it back as `{ data: { status: 'created' } }` or 404, GET /records/:id as `{ data: { id,
+ * attributes: null } }` or `{ data: null }`; /reject answers 422; /redirect answers
  * 302 to `redirectTo`.
  */
 export async function startTarget(options: { slowMs?: number; redirectTo?: string } = {}): Promise<TargetServer> {
@@ -74,6 +75,11 @@ export async function startTarget(options: { slowMs?: number; redirectTo?: strin
       if (req.method === 'GET' && path.startsWith('/orders/')) {
         const order = orders.get(decodeURIComponent(path.slice('/orders/'.length)));
         return order ? json(200, { data: order }) : json(404, { error: { code: 'not_found' } });
+      }
+      if (req.method === 'GET' && path.startsWith('/records/')) {
+        // An API that answers a record whose attributes are not filled in yet (`null`), and `{"data": null}` for none.
+        const id = decodeURIComponent(path.slice('/records/'.length));
+        return json(200, { data: orders.has(id) ? { id, attributes: null } : null });
       }
       if (req.method === 'GET' && path.startsWith('/state/')) {
         const state = states.get(decodeURIComponent(path.slice('/state/'.length)));
