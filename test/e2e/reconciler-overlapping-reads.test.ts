@@ -739,4 +739,83 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       expect(await requestUsed(requestId)).toBe(true);
     });
   });
+
+  /**
+   * Observation after VERIFIED: each job reads the operation's `observation`, reads the source, and writes what it
+   * observed when that differs. A slow read overlapping a newer one must not write its older observation back over the
+   * newer one's, nor say the same change twice.
+   */
+  describe('observations whose reads overlap', () => {
+    /** A charge VERIFIED on its read-back of `ch_<reference>` (version 1), its observation `observation`. */
+    async function verifiedCharge(observation: string | null = null) {
+      const { operationId } = await insertChargeExecution(db.dataSource.manager, 'acme');
+      const [{ reference }] = (await db.dataSource.query(
+        `SELECT params->>'reference' AS reference FROM operations WHERE id = $1`,
+        [operationId],
+      )) as { reference: string }[];
+      const record = {
+        id: `ch_${reference}`,
+        reference,
+        amount: 100,
+        currency: 'EUR',
+        status: 'succeeded',
+        version: 1,
+      };
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'VERIFIED', attempt = 1, sent_at = now(), provider_ref = $2, evidence = $3,
+                observation = $4 WHERE id = $1`,
+        [operationId, JSON.stringify({ id: record.id, version: 1 }), JSON.stringify({ record }), observation],
+      );
+      return { operationId, record };
+    }
+
+    /** Answers the `i`-th read with the verified charge and, `superseded`, another charge of its reference after it. */
+    const listed = (i: number, record: Record<string, unknown>, superseded: boolean) =>
+      held[i].writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          data: [record, ...(superseded ? [{ ...record, id: `${String(record.id)}_2`, version: 2 }] : [])],
+          as_of_version: superseded ? 2 : 1,
+        }),
+      );
+
+    const observedEvents = async (operationId: string) =>
+      (await db.dataSource.getRepository(EventEntity).findBy({ operationId, type: 'operation.observed' })).map((e) => {
+        const { observation, previous } = e.data as Record<string, unknown>;
+        return { observation, previous };
+      });
+
+    const observationOf = async (operationId: string) =>
+      (
+        (await db.dataSource.query(`SELECT observation FROM operations WHERE id = $1`, [operationId])) as {
+          observation: string | null;
+        }[]
+      )[0].observation;
+
+    it('a read that ends after a newer one wrote never writes its older observation back', async () => {
+      const { operationId, record } = await verifiedCharge();
+      const first = held.length;
+      // A slow read (made before the newer charge), then the next observation's read, which sees the newer charge.
+      const { running: stale } = await readArrived(() => service.observe(operationId));
+      const { running: newer } = await readArrived(() => service.observe(operationId));
+      listed(first + 1, record, true);
+      expect(await newer).toBe('observed: superseded');
+      listed(first, record, false);
+      expect(await stale).toBe('skipped: lost race');
+      expect(await observationOf(operationId)).toBe('superseded');
+      expect(await observedEvents(operationId)).toEqual([{ observation: 'superseded', previous: null }]);
+    });
+
+    it('two reads made against the same observation that find the same change say it once', async () => {
+      const { operationId, record } = await verifiedCharge('converged');
+      const first = held.length;
+      const { running: a } = await readArrived(() => service.observe(operationId));
+      const { running: b } = await readArrived(() => service.observe(operationId));
+      listed(first, record, true);
+      expect(await a).toBe('observed: superseded');
+      listed(first + 1, record, true);
+      expect(await b).toBe('skipped: lost race');
+      expect(await observationOf(operationId)).toBe('superseded');
+      expect(await observedEvents(operationId)).toEqual([{ observation: 'superseded', previous: 'converged' }]);
+    });
+  });
 });

@@ -77,7 +77,10 @@ export type RecheckOutcome =
   | 'skipped: lost race';
 
 export type ObserveOutcome =
-  'observed: unchanged' | `observed: ${ObservationResult['observation']}` | 'skipped: not VERIFIED';
+  | 'observed: unchanged'
+  | `observed: ${ObservationResult['observation']}`
+  | 'skipped: not VERIFIED'
+  | 'skipped: lost race';
 
 const S = OperationStatus;
 const R = TerminalReason;
@@ -364,6 +367,9 @@ export class VerificationService {
    * Observation after VERIFIED (docs/semantics.md): read the effect again and record what is observable now —
    * converged, superseded, degraded or unavailable — as `observation`, with an `operation.observed` event when it
    * changes. Only while the operation is VERIFIED; its status, terminal reason and evidence stay as they ended.
+   * Written only while `observation` is still the one this read was made against (whileObservation): two jobs' reads
+   * may overlap (a slow read, a job run twice), and one that ends after another wrote writes nothing — neither its
+   * older observation back over the newer one's, nor a second `operation.observed` of the same change.
    */
   async observe(operationId: string): Promise<ObserveOutcome> {
     // With the database's clock, in the same read: a read that could not be made is dated on it (observeThrough).
@@ -377,6 +383,7 @@ export class VerificationService {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.VERIFIED,
+      whileObservation: op.observation,
       patch: { observation: result.observation },
       type: 'operation.observed',
       data: {
@@ -386,7 +393,8 @@ export class VerificationService {
         evidence: result.evidence,
       },
     });
-    return annotated.won ? `observed: ${result.observation}` : 'skipped: not VERIFIED';
+    // Lost: no longer VERIFIED, or observed by another job since this one's look.
+    return annotated.won ? `observed: ${result.observation}` : 'skipped: lost race';
   }
 
   private async observeThrough(

@@ -296,6 +296,19 @@ WITH moved AS (
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq;
 
+-- annotateObserved
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), observation = $3 WHERE id = $1 AND status = $2 AND observation IS NOT DISTINCT FROM $4::text
+         RETURNING id, execution_id, tenant_id
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
+       SELECT $5, seq.id, moved.tenant_id, seq.event_seq, moved.id, $6, $7
+       FROM moved JOIN seq ON seq.id = moved.execution_id
+       RETURNING id, seq;
+
 -- annotateUnlessShown
 WITH moved AS (
          UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $3::jsonb WHERE id = $1 AND status = $2 AND NOT (coalesce(obligation, '{}'::jsonb) ? $4::text)

@@ -219,6 +219,17 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           type: 'operation.rechecked',
         }),
       ),
+      // The reconciler's observation after VERIFIED, written only over the observation its read was made against.
+      annotateObserved: await recorded((db) =>
+        transitions.annotate(db, {
+          executionId: 'exe_1',
+          operationId: 'op_1',
+          whileStatus: OperationStatus.VERIFIED,
+          whileObservation: null,
+          patch: { observation: 'superseded' },
+          type: 'operation.observed',
+        }),
+      ),
       // A re-check's record of the effect by a run whose request the other run of its job used: once, by either.
       annotateUnlessShown: await recorded((db) =>
         transitions.annotate(db, {

@@ -539,6 +539,11 @@ export interface AnnotationInput {
    * whileCheckCount). A job that read the row before another job counted a read must not write its older count back.
    */
   whileCheckCount?: number;
+  /**
+   * Only while `observation` is still this (null: none yet): the observation a read after VERIFIED was made against. A
+   * read that ended after a newer one wrote must not write its older observation back, nor say the same change twice.
+   */
+  whileObservation?: string | null;
   /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
   whileObligationDueAt?: string;
   /**
@@ -1165,6 +1170,10 @@ export class TransitionService {
       params.push(input.whileCheckCount);
       obligationDue += ` AND check_count = $${params.length}`;
     }
+    if (input.whileObservation !== undefined) {
+      params.push(input.whileObservation);
+      obligationDue += ` AND observation IS NOT DISTINCT FROM $${params.length}::text`;
+    }
     if (input.whileObligationLacks !== undefined) {
       params.push(input.whileObligationLacks);
       obligationDue += ` AND NOT (coalesce(obligation, '{}'::jsonb) ? $${params.length}::text)`;
@@ -1225,6 +1234,7 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.merge !== undefined ||
     input.countInObligation !== undefined ||
     input.whileCheckCount !== undefined ||
+    input.whileObservation !== undefined ||
     input.whileObligationDueAt !== undefined ||
     input.whileNextCheckAt !== undefined ||
     input.whileObligationLacks !== undefined ||
