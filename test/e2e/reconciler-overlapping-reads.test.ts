@@ -779,7 +779,11 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       );
 
     const observedEvents = async (operationId: string) =>
-      (await db.dataSource.getRepository(EventEntity).findBy({ operationId, type: 'operation.observed' })).map((e) => {
+      (
+        await db.dataSource
+          .getRepository(EventEntity)
+          .find({ where: { operationId, type: 'operation.observed' }, order: { seq: 'ASC' } })
+      ).map((e) => {
         const { observation, previous } = e.data as Record<string, unknown>;
         return { observation, previous };
       });
@@ -816,6 +820,27 @@ describe('VerificationService: counts written by jobs whose reads overlap (real 
       expect(await b).toBe('skipped: lost race');
       expect(await observationOf(operationId)).toBe('superseded');
       expect(await observedEvents(operationId)).toEqual([{ observation: 'superseded', previous: 'converged' }]);
+    });
+
+    it('a read that ends after the observation it was made against went and came back writes nothing', async () => {
+      const { operationId, record } = await verifiedCharge('converged');
+      const first = held.length;
+      // A slow read; meanwhile the source is down (unavailable written), then up again (converged written back).
+      const { running: stale } = await readArrived(() => service.observe(operationId));
+      const { running: down } = await readArrived(() => service.observe(operationId));
+      unreachable(first + 1);
+      expect(await down).toBe('observed: unavailable');
+      const { running: up } = await readArrived(() => service.observe(operationId));
+      listed(first + 2, record, false);
+      expect(await up).toBe('observed: converged');
+      // The slow read ends unreachable: its older "unavailable" is not written over the newer "converged".
+      unreachable(first);
+      expect(await stale).toBe('skipped: lost race');
+      expect(await observationOf(operationId)).toBe('converged');
+      expect(await observedEvents(operationId)).toEqual([
+        { observation: 'unavailable', previous: 'converged' },
+        { observation: 'converged', previous: 'unavailable' },
+      ]);
     });
   });
 });

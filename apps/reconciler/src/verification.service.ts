@@ -367,9 +367,10 @@ export class VerificationService {
    * Observation after VERIFIED (docs/semantics.md): read the effect again and record what is observable now —
    * converged, superseded, degraded or unavailable — as `observation`, with an `operation.observed` event when it
    * changes. Only while the operation is VERIFIED; its status, terminal reason and evidence stay as they ended.
-   * Written only while `observation` is still the one this read was made against (whileObservation): two jobs' reads
+   * Written only while the row is still the one this job looked at before its read (whileUpdatedAt): two jobs' reads
    * may overlap (a slow read, a job run twice), and one that ends after another wrote writes nothing — neither its
-   * older observation back over the newer one's, nor a second `operation.observed` of the same change.
+   * older observation back over the newer one's (also when a third read wrote back the value this one looked at), nor
+   * a second `operation.observed` of the same change.
    */
   async observe(operationId: string): Promise<ObserveOutcome> {
     // With the database's clock, in the same read: a read that could not be made is dated on it (observeThrough).
@@ -383,7 +384,7 @@ export class VerificationService {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: S.VERIFIED,
-      whileObservation: op.observation,
+      whileUpdatedAt: op.updatedAt,
       patch: { observation: result.observation },
       type: 'operation.observed',
       data: {

@@ -298,7 +298,7 @@ WITH moved AS (
 
 -- annotateObserved
 WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), observation = $3 WHERE id = $1 AND status = $2 AND observation IS NOT DISTINCT FROM $4::text
+         UPDATE operations SET updated_at = clock_timestamp(), observation = $3 WHERE id = $1 AND status = $2 AND date_trunc('milliseconds', updated_at) = $4::timestamptz
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()

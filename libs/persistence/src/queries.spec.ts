@@ -219,13 +219,13 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           type: 'operation.rechecked',
         }),
       ),
-      // The reconciler's observation after VERIFIED, written only over the observation its read was made against.
+      // The reconciler's observation after VERIFIED, written only over the row its read was made against.
       annotateObserved: await recorded((db) =>
         transitions.annotate(db, {
           executionId: 'exe_1',
           operationId: 'op_1',
           whileStatus: OperationStatus.VERIFIED,
-          whileObservation: null,
+          whileUpdatedAt: new Date(0),
           patch: { observation: 'superseded' },
           type: 'operation.observed',
         }),

@@ -540,10 +540,13 @@ export interface AnnotationInput {
    */
   whileCheckCount?: number;
   /**
-   * Only while `observation` is still this (null: none yet): the observation a read after VERIFIED was made against. A
-   * read that ended after a newer one wrote must not write its older observation back, nor say the same change twice.
+   * Only while `updated_at` is still this: the row as the caller read it, before a read of the source it writes what
+   * that read found from (an observation after VERIFIED). Every annotation and transition stamps `updated_at`, so a row
+   * written since — by a newer read, or by one that wrote back the value this one read — is not the one it read: a read
+   * that ended after another wrote writes nothing (not its older value back, not the same change twice). Compared at the
+   * millisecond, a JS Date's precision (read through the driver, which drops what is finer).
    */
-  whileObservation?: string | null;
+  whileUpdatedAt?: Date;
   /** Only while the obligation is still due when it was read: a re-dated one is not the one that was overdue. */
   whileObligationDueAt?: string;
   /**
@@ -1170,9 +1173,9 @@ export class TransitionService {
       params.push(input.whileCheckCount);
       obligationDue += ` AND check_count = $${params.length}`;
     }
-    if (input.whileObservation !== undefined) {
-      params.push(input.whileObservation);
-      obligationDue += ` AND observation IS NOT DISTINCT FROM $${params.length}::text`;
+    if (input.whileUpdatedAt !== undefined) {
+      params.push(input.whileUpdatedAt);
+      obligationDue += ` AND date_trunc('milliseconds', updated_at) = $${params.length}::timestamptz`;
     }
     if (input.whileObligationLacks !== undefined) {
       params.push(input.whileObligationLacks);
@@ -1234,7 +1237,7 @@ function assertAnnotationGuards(input: AnnotationInput): void {
     input.merge !== undefined ||
     input.countInObligation !== undefined ||
     input.whileCheckCount !== undefined ||
-    input.whileObservation !== undefined ||
+    input.whileUpdatedAt !== undefined ||
     input.whileObligationDueAt !== undefined ||
     input.whileNextCheckAt !== undefined ||
     input.whileObligationLacks !== undefined ||
