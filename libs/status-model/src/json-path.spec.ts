@@ -45,6 +45,10 @@ describe('json-path (shared by criteria and connectors)', () => {
     expect(noRecord({ data: [null] }, 'data.0.status')).toBe(true);
     expect(noRecord({ result: { data: null } }, 'result.data.status')).toBe(true);
     expect(noRecord({ data: { attributes: null, links: null } }, 'data.attributes.status')).toBe(true);
+    // As docs/contract.md §7 says: an empty list runs out at no record inside a record too, and an answer that is the
+    // record itself, unwrapped, has the shape of a top-level null beside other members (nothing tells them apart).
+    expect(noRecord({ data: { id: 'o_1', items: [] } }, 'data.items[0].status')).toBe(true);
+    expect(noRecord({ id: 'o_1', attributes: null }, 'attributes.status')).toBe(true);
     expect(noRecord([], '0.status')).toBe(true);
     expect(noRecord(null, 'data')).toBe(true);
     // A record (an object, an entry) that is there without the field, or an answer that is no container at all.
