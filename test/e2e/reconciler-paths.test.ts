@@ -1,4 +1,4 @@
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, sms, unique } from '../support/http';
 import {
   Op,
@@ -188,12 +188,29 @@ describe('reconciler: verification and reconciliation paths', () => {
     });
     const reference = unique('rp-unknown-unreachable');
     const created = await submit(stack, [charge(reference)]);
+    // While the reconciler goes back and forth, GET names the connector error that left the outcome uncertain...
+    const looping = await waitFor(
+      async () => ({ op: (await getExecution(stack, created.id)).operations[0], log: await events(stack, created.id) }),
+      ({ op, log }) =>
+        op !== undefined &&
+        statusPath(log, op.id).includes('RECONCILING') &&
+        ['UNKNOWN', 'RECONCILING'].includes(op.status),
+    );
+    expect(looping.op.terminal_reason).toBe('CONNECTOR_ERROR');
     const [op] = (await settle(stack, created.id)).operations;
     expect(op).toMatchObject({ status: 'MANUAL_REVIEW', terminal_reason: 'SOURCE_UNREACHABLE' });
-    const path = statusPath(await events(stack, created.id), op.id);
+    const log = await events(stack, created.id);
+    const path = statusPath(log, op.id);
     expect(path.slice(0, 4)).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING']);
     expect(path.filter((s) => s === 'RECONCILING').length).toBeGreaterThan(1);
     expect(path.at(-1)).toBe('MANUAL_REVIEW');
+    // ... and so does each of those moves' event, as GET said then (before, every move into RECONCILING and back into
+    // UNKNOWN said null).
+    const loop = log.filter(
+      (e) => e.type === 'operation.status_changed' && ['UNKNOWN', 'RECONCILING'].includes(e.to_status ?? ''),
+    );
+    expect(loop.length).toBeGreaterThan(3);
+    expect(new Set(loop.map((e) => e.data?.reason))).toEqual(new Set(['CONNECTOR_ERROR']));
   });
 
   it('a read-back with a different amount (read_fault amount_mismatch) → MANUAL_REVIEW / INTEGRITY_MISMATCH', async () => {

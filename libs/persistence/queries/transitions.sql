@@ -1,6 +1,6 @@
 -- operationMove
 WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), evidence = $5, terminal_reason = $6
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), seq AS (
@@ -9,14 +9,14 @@ WITH moved AS (
          RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $6, seq.id, moved.tenant_id, seq.event_seq, moved.id, $7, $2, $3, $8
+       SELECT $7, seq.id, moved.tenant_id, seq.event_seq, moved.id, $8, $2, $3, $9::jsonb || jsonb_build_object('reason', moved.terminal_reason)
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- operationSendGuarded
 WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1, terminal_reason = $5
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN ('running'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
@@ -33,7 +33,7 @@ WITH moved AS (
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
-               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $6::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($8::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
@@ -44,7 +44,7 @@ WITH moved AS (
          RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2, $3, $10
+       SELECT $9, seq.id, moved.tenant_id, seq.event_seq, moved.id, $10, $2, $3, $11::jsonb || jsonb_build_object('reason', moved.terminal_reason)
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
@@ -79,7 +79,7 @@ WITH moved AS (
 
 -- executionMovesThenSend
 WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1
+         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1, terminal_reason = $5
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN ('running', 'created'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
@@ -96,30 +96,30 @@ WITH moved AS (
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
-               IS NOT DISTINCT FROM $6::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $5::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($7::boolean OR op.requires_approval)
+               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $6::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($8::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
                          OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), follows AS (
-         SELECT e.id, e.status = $11 AS moves
+         SELECT e.id, e.status = $12 AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
          FOR NO KEY UPDATE OF e
        ), seq AS (
-         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $13::int ELSE 0 END,
-                status = CASE WHEN follows.moves THEN $12 ELSE e.status END, updated_at = clock_timestamp()
+         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $14::int ELSE 0 END,
+                status = CASE WHEN follows.moves THEN $13 ELSE e.status END, updated_at = clock_timestamp()
          FROM follows WHERE e.id = follows.id
          RETURNING e.id, e.event_seq, follows.moves
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - $13::int + m.ord, NULL, 'execution.status_changed',
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - $14::int + m.ord, NULL, 'execution.status_changed',
               m.from_status, m.to_status, m.data
        FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
-            unnest($14::text[], $15::text[], $16::text[], $17::jsonb[])
+            unnest($15::text[], $16::text[], $17::text[], $18::jsonb[])
             WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
        UNION ALL
-       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2::text,
-              $3::text, ($10)::jsonb
+       SELECT $9, seq.id, moved.tenant_id, seq.event_seq, moved.id, $10, $2::text,
+              $3::text, ($11::jsonb || jsonb_build_object('reason', moved.terminal_reason))::jsonb
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
@@ -265,7 +265,7 @@ WITH moved AS (
          RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2, $3, $10
+       SELECT $8, seq.id, moved.tenant_id, seq.event_seq, moved.id, $9, $2, $3, $10::jsonb || jsonb_build_object('reason', moved.terminal_reason)
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;

@@ -388,6 +388,58 @@ describe('TransitionService (real Postgres)', () => {
     expect(fresh.won).toBe(true);
   });
 
+  it('says one terminal reason on the row and in the event of every move that is neither settled nor out of a hold', async () => {
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await running(executionId);
+    /** The row's status and terminal reason, and the reason of its last status event: the two reasons must be one. */
+    const rowAndEvent = async () => {
+      const row = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+      const moves = (await eventsWhere({ operationId })).filter((e) => e.toStatus !== null);
+      return { status: row.status, row: row.terminalReason, event: moves.at(-1)?.data.reason };
+    };
+    const move = async (from: OperationStatus, to: OperationStatus, reason?: TerminalReason) => {
+      const row = await db.dataSource.getRepository(OperationEntity).findOneByOrFail({ id: operationId });
+      const moved = await transitions.operation(db.dataSource.manager, {
+        operation: { ...snapshot(operationId), status: from, attempt: row.attempt, terminalReason: row.terminalReason },
+        to,
+        reason,
+        ...(to === OperationStatus.SENT && { bumpAttempt: true, sendGuard: dispatchGuard }),
+      });
+      expect(moved.won).toBe(true);
+      return rowAndEvent();
+    };
+    const S = OperationStatus;
+    await move(S.PREPARED, S.SENT);
+    // A timeout: UNKNOWN for CONNECTOR_ERROR, on both.
+    expect(await move(S.SENT, S.UNKNOWN, TerminalReason.CONNECTOR_ERROR)).toEqual({
+      status: 'UNKNOWN',
+      row: 'CONNECTOR_ERROR',
+      event: 'CONNECTOR_ERROR',
+    });
+    // The reconciler reads the source, and its read is inconclusive: the outcome the connector error left uncertain is
+    // still uncertain, and its reason still stands, on the row and in the event alike (before, the row kept it and the
+    // events of both moves said null).
+    expect(await move(S.UNKNOWN, S.RECONCILING)).toEqual({
+      status: 'RECONCILING',
+      row: 'CONNECTOR_ERROR',
+      event: 'CONNECTOR_ERROR',
+    });
+    expect(await move(S.RECONCILING, S.UNKNOWN)).toEqual({
+      status: 'UNKNOWN',
+      row: 'CONNECTOR_ERROR',
+      event: 'CONNECTOR_ERROR',
+    });
+
+    // A row an older version left with a reason its status no longer justifies (a released hold's, kept through SENT):
+    // a move into a status no reason explains (ACKNOWLEDGED, awaiting its read-back) that names none writes null, on
+    // the row as in its event (before, the row kept KNOWLEDGE_CONFLICT).
+    await db.dataSource.query(
+      `UPDATE operations SET status = 'SENT', terminal_reason = 'KNOWLEDGE_CONFLICT' WHERE id = $1`,
+      [operationId],
+    );
+    expect(await move(S.SENT, S.ACKNOWLEDGED)).toEqual({ status: 'ACKNOWLEDGED', row: null, event: null });
+  });
+
   it('writes a next check count only over the count it was decided on (whileCheckCount)', async () => {
     const { operationId } = await newExecutionWithOneOperation();
     await db.dataSource.query(

@@ -11,6 +11,7 @@ import {
   everSent,
   heldNeverSent,
   isSettledOperation,
+  keepsTerminalReason,
   requiresUnacknowledged,
   requiresUnrejected,
 } from '@verity/status-model';
@@ -630,14 +631,11 @@ export class TransitionService {
     const sets = ['status = $3', 'updated_at = clock_timestamp()'];
     if (input.bumpAttempt) sets.push('attempt = attempt + 1');
     const patch: OperationPatch = { ...input.patch };
-    // A move into a settled status (terminal, held, an ACKNOWLEDGED nothing reads back), or out of a hold (a reviewer's
-    // release, sent), writes its own reason, null when it names none: the reason of a hold it ends (a person's
-    // resolution, a cancel, a release) no longer explains the status.
-    const writesReason =
-      reason !== null ||
-      input.patch?.terminal_reason !== undefined ||
-      isSettledOperation(to, operation.verificationMethod) ||
-      operation.status === OperationStatus.MANUAL_REVIEW;
+    // A move writes its own reason, null when it names none — into a settled status (terminal, held, an ACKNOWLEDGED
+    // nothing reads back), out of a hold (a reviewer's release, sent), into any status no reason explains (SENT, an
+    // ACKNOWLEDGED awaiting its read-back): the reason of a hold it ends, or one left on the row, no longer explains the
+    // status. Only between UNKNOWN and RECONCILING does a move that names none leave the row's (keepsTerminalReason).
+    const writesReason = reason !== null || input.patch?.terminal_reason !== undefined || !keepsTerminalReason(to);
     if (writesReason) patch.terminal_reason = reason;
     sets.push(...patchAssignments(patch, params));
     assertExecutionFirst(input);
@@ -655,8 +653,9 @@ export class TransitionService {
       json(statusEventData(input.eventData, reason, input.actor ?? 'system')),
     );
     const n = params.length;
-    // The event's reason is read from the row the statement wrote, where it wrote one: the two cannot differ.
-    const data = writesReason ? eventReasonFromRow(`$${n}::jsonb`, 'moved') : `$${n}`;
+    // The event's reason is read from the row as the statement leaves it (RETURNING), the reason it wrote or the one it
+    // left standing: the two cannot differ.
+    const data = eventReasonFromRow(`$${n}::jsonb`, 'moved');
     if (input.thenExecution) {
       return this.withExecutionMoves(db, input, sets, guard, params, data, input.thenExecution, 'operation-first');
     }

@@ -18,6 +18,7 @@ import {
   isFinalOperation,
   isSettledOperation,
   isTerminalOperation,
+  keepsTerminalReason,
   operationRetryRule,
   operationTransitionRule,
   retryRuleOf,
@@ -615,6 +616,16 @@ describe('isFinalOperation and isSettledOperation', () => {
       expect(isSettledOperation(status, '')).toBe(settledWithout);
     },
   );
+});
+
+describe('keepsTerminalReason', () => {
+  it('keeps the reason only between UNKNOWN and RECONCILING, where the outcome it explains is still uncertain', () => {
+    expect(OPERATION_STATUSES.filter(keepsTerminalReason)).toEqual([S.UNKNOWN, S.RECONCILING]);
+    // Never a status a move may end a hold in: the hold's reason is left behind with the hold.
+    for (const rule of OPERATION_TRANSITIONS.filter((r) => r.from === S.MANUAL_REVIEW)) {
+      expect(keepsTerminalReason(rule.to)).toBe(false);
+    }
+  });
 });
 
 describe('permittedResolutions (recovery obligation)', () => {

@@ -310,6 +310,17 @@ export function isSettledOperation(status: OperationStatus, verificationMethod: 
 }
 
 /**
+ * Where a move that names no terminal reason leaves the operation's standing: UNKNOWN and RECONCILING, between which
+ * the reconciler moves an outcome a connector error left uncertain (its CONNECTOR_ERROR) until a read settles it — the
+ * outcome is still the uncertain one that reason explains. Every other move writes its own reason, null when it names
+ * none: a settled status is explained by the move into it, not by a reason from the way, and no reason explains a
+ * PREPARED, a SENT or an ACKNOWLEDGED awaiting its read-back (a released hold's reason no longer does).
+ */
+export function keepsTerminalReason(to: OperationStatus): boolean {
+  return to === S.UNKNOWN || to === S.RECONCILING;
+}
+
+/**
  * Nothing, automatic or human, will move the operation again: a terminal status, or ACKNOWLEDGED with no way to read
  * it back (its honest end). Narrower than settled: a MANUAL_REVIEW still awaits a person. A VERIFIED effect may still
  * be observed later, but observation never changes a status.
