@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { createApiKey } from '@verity/persistence';
 import { createConnection, createServer, Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -339,6 +340,47 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
       await stack.db.dataSource.query(`DROP TRIGGER IF EXISTS test_slow_send_mark ON webhook_sends_in_flight`);
       await stack.db.dataSource.query(`DROP FUNCTION IF EXISTS test_slow_send_mark()`);
       await sink.close();
+    }
+  }, 60_000);
+
+  it('answers a second delete of the endpoint, made while the first waits, 404 only once the message on its way has reached the receiver; another tenant’s at once', async () => {
+    // Two DELETEs of one endpoint at once: the first deletes it and waits for the message on its way; the second finds
+    // it gone, and its 404 says as much as the 204 does — nothing signed with the secret arrives after it. An admin of
+    // another tenant naming the id learns nothing of it and waits for nothing: 404 at once.
+    const { app: api, url } = await stack.startApiApp();
+    const otherAdmin = await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin' });
+    const waitsLogged = () =>
+      api.output.join('').split('"msg":"webhook endpoint gone: waiting for its sends under way').length - 1;
+    let held: Awaited<ReturnType<typeof messageHeldOnTheWire>> | undefined;
+    try {
+      held = await messageHeldOnTheWire('/on-the-wire-twice', 'wh-delete-twice');
+      const { endpoint } = held;
+      const first = timedDelete(url, endpoint.id);
+      await waitFor(
+        async () => first.answeredAt() !== null || (await endpointGone(endpoint.id)),
+        (done) => done,
+        20_000,
+        20,
+      );
+      const other = await http(url, 'DELETE', `/v1/admin/webhooks/${endpoint.id}`, { key: otherAdmin.key });
+      expect(other.status).toBe(404);
+      expect([held.relay.held(), held.arrivals.length]).toEqual([1, 0]);
+
+      const second = timedDelete(url, endpoint.id);
+      // The second has answered, or waits for the send (it says so).
+      await waitFor(
+        async () => second.answeredAt() !== null || waitsLogged() > 0,
+        (done) => done,
+        20_000,
+        20,
+      );
+      held.relay.release();
+      expect((await second.answer).status).toBe(404);
+      await releaseAndExpectArrivalBeforeAnswer(held, first);
+      expect(held.arrivals[0]).toBeLessThan(second.answeredAt()!);
+    } finally {
+      await stack.kill(api);
+      await held?.close();
     }
   }, 60_000);
 

@@ -176,8 +176,8 @@ WITH target AS (
        DELETE FROM webhook_sends_in_flight
        WHERE endpoint_id = (SELECT endpoint_id FROM target) AND until < clock_timestamp()
      ), marked AS (
-       INSERT INTO webhook_sends_in_flight (id, endpoint_id, until)
-       SELECT $2, endpoint_id, clock_timestamp() + make_interval(secs => $3 / 1000.0) FROM target
+       INSERT INTO webhook_sends_in_flight (id, endpoint_id, tenant_id, until)
+       SELECT $2, endpoint_id, tenant_id, clock_timestamp() + make_interval(secs => $3 / 1000.0) FROM target
      )
      SELECT * FROM target;
 
@@ -185,10 +185,12 @@ WITH target AS (
 DELETE FROM webhook_sends_in_flight WHERE id = $1;
 
 -- sendingTo
-SELECT 1 FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until > clock_timestamp() LIMIT 1;
+SELECT 1 FROM webhook_sends_in_flight
+     WHERE endpoint_id = $1 AND ($2::text IS NULL OR tenant_id = $2) AND until > clock_timestamp() LIMIT 1;
 
 -- clearExpiredSendsTo
-DELETE FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until <= clock_timestamp();
+DELETE FROM webhook_sends_in_flight
+     WHERE endpoint_id = $1 AND ($2::text IS NULL OR tenant_id = $2) AND until <= clock_timestamp();
 
 -- recordAttempt
 UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, last_attempt_at = clock_timestamp(),

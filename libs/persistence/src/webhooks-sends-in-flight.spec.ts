@@ -1,5 +1,6 @@
 import { insertStandingKeys } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { SecretsCipher } from './secrets-cipher';
 import {
@@ -56,13 +57,49 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
       await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
     ).toBe(true);
     let waited = false;
-    const waiting = waitForWebhookSends(db.dataSource.manager, endpointId, 5).then(() => (waited = true));
+    const waiting = waitForWebhookSends(db.dataSource.manager, endpointId, { pollMs: 5 }).then(() => (waited = true));
     // The delivery went with the endpoint; the mark did not, and the wait (reading it every 5 ms) goes on.
     expect(await marked('mark-before-delete')).toBe(true);
     expect(waited).toBe(false);
     await clearWebhookSend(db.dataSource.manager, 'mark-before-delete');
     await waiting;
     expect(waited).toBe(true);
+  });
+
+  it('for an id found gone, waits for the sends marked for the caller’s tenant, never for another tenant’s', async () => {
+    const { endpointId, deliveryId } = await endpointWithDelivery();
+    await markWebhookSending(db.dataSource.manager, cipher, {
+      deliveryId,
+      round: 0,
+      mark: 'mark-of-gone',
+      inFlightMs: 60_000,
+    });
+    expect(
+      await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
+    ).toBe(true);
+    // Another tenant naming the id: nothing of it is waited for, and its mark stays.
+    let saidWaiting = 0;
+    await waitForWebhookSends(db.dataSource.manager, endpointId, {
+      ofTenant: 'other',
+      pollMs: 5,
+      onWaiting: () => (saidWaiting += 1),
+    });
+    expect([saidWaiting, await marked('mark-of-gone')]).toEqual([0, true]);
+    // The endpoint's own tenant (a second delete of it): waits until the send has ended, and says so once.
+    let waited = false;
+    const waiting = waitForWebhookSends(db.dataSource.manager, endpointId, {
+      ofTenant: 'sends',
+      pollMs: 5,
+      onWaiting: () => (saidWaiting += 1),
+    }).then(() => (waited = true));
+    await waitFor(
+      async () => saidWaiting,
+      (n) => n > 0,
+    );
+    expect(waited).toBe(false);
+    await clearWebhookSend(db.dataSource.manager, 'mark-of-gone');
+    await waiting;
+    expect([saidWaiting, waited]).toEqual([1, true]);
   });
 
   it('a mark made while a delete holds the endpoint waits for it, then finds nothing and marks nothing', async () => {
@@ -90,7 +127,7 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
     expect(await marking).toBeNull();
     expect(await marked('mark-during-delete')).toBe(false);
     // The delete's answer does not wait: nothing is in flight.
-    await waitForWebhookSends(db.dataSource.manager, endpointId, 5);
+    await waitForWebhookSends(db.dataSource.manager, endpointId, { pollMs: 5 });
   });
 
   it('a send past its time is not waited for, and its mark is deleted with the wait', async () => {
@@ -105,7 +142,7 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
     expect(
       await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
     ).toBe(true);
-    await waitForWebhookSends(db.dataSource.manager, endpointId, 5);
+    await waitForWebhookSends(db.dataSource.manager, endpointId, { pollMs: 5 });
     expect(await marked('mark-expired')).toBe(false);
   });
 });

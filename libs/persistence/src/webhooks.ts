@@ -214,6 +214,7 @@ export const WEBHOOKS_SQL = {
   // waits for the send before answering), or this statement waits for the delete and then finds no row (nothing
   // marked, nothing sent). Only the endpoint's row: the delete locks the deliveries first, then the endpoint, and this
   // locks no delivery. Marks of the endpoint's sends left past their time (a worker that died mid-send) are deleted.
+  // The mark names the endpoint's tenant: a delete that finds the id gone waits only for its own tenant's sends.
   markSending: `WITH target AS (
        SELECT d.id, d.tenant_id, d.endpoint_id, w.url, w.secret, d.payload, d.status, d.round, w.disabled_at,
               w.last_disabled_at, coalesce(e.created_at, d.created_at) AS event_at
@@ -225,16 +226,19 @@ export const WEBHOOKS_SQL = {
        DELETE FROM webhook_sends_in_flight
        WHERE endpoint_id = (SELECT endpoint_id FROM target) AND until < clock_timestamp()
      ), marked AS (
-       INSERT INTO webhook_sends_in_flight (id, endpoint_id, until)
-       SELECT $2, endpoint_id, clock_timestamp() + make_interval(secs => $3 / 1000.0) FROM target
+       INSERT INTO webhook_sends_in_flight (id, endpoint_id, tenant_id, until)
+       SELECT $2, endpoint_id, tenant_id, clock_timestamp() + make_interval(secs => $3 / 1000.0) FROM target
      )
      SELECT * FROM target`,
   // The send has ended (answered, failed, timed out, or not made at all).
   clearSending: `DELETE FROM webhook_sends_in_flight WHERE id = $1`,
-  // Whether a send to the endpoint may still be under way (marked, and not past its time by the database's clock).
-  sendingTo: `SELECT 1 FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until > clock_timestamp() LIMIT 1`,
+  // Whether a send to the endpoint may still be under way (marked, and not past its time by the database's clock);
+  // with $2, only a send marked for that tenant's endpoint.
+  sendingTo: `SELECT 1 FROM webhook_sends_in_flight
+     WHERE endpoint_id = $1 AND ($2::text IS NULL OR tenant_id = $2) AND until > clock_timestamp() LIMIT 1`,
   // A deleted endpoint's marks left past their time (a worker that died mid-send): nothing will clear them.
-  clearExpiredSendsTo: `DELETE FROM webhook_sends_in_flight WHERE endpoint_id = $1 AND until <= clock_timestamp()`,
+  clearExpiredSendsTo: `DELETE FROM webhook_sends_in_flight
+     WHERE endpoint_id = $1 AND ($2::text IS NULL OR tenant_id = $2) AND until <= clock_timestamp()`,
   // A success is also recorded on a delivery of this round skipped meanwhile (its endpoint was disabled while the
   // message was on the wire, skipEndpointPending): the receiver has it, and the log says so. A failure is not: skipped,
   // it is not retried.
@@ -878,13 +882,23 @@ export async function clearWebhookSend(db: Queryable, mark: string): Promise<voi
 /**
  * Resolves once no send to the endpoint is under way: every send marked in flight before now (markWebhookSending) has
  * cleared its mark or passed its time, read every `pollMs`. A deleted endpoint's delete waits for it before answering,
- * so that nothing signed with its secret reaches the receiver after the answer.
+ * so that nothing signed with its secret reaches the receiver after the answer; so does a delete that finds the id
+ * gone (another delete of it committed first), for the sends of its own tenant only (`ofTenant`): it never waits on,
+ * nor times, another tenant's endpoint. `onWaiting` is called once, when a send is found under way.
  */
-export async function waitForWebhookSends(db: Queryable, endpointId: string, pollMs = 25): Promise<void> {
-  while ((await rows(db, WEBHOOKS_SQL.sendingTo, [endpointId])).length > 0) {
-    await new Promise((resolve) => setTimeout(resolve, pollMs));
+export async function waitForWebhookSends(
+  db: Queryable,
+  endpointId: string,
+  options: { ofTenant?: string; pollMs?: number; onWaiting?: () => void } = {},
+): Promise<void> {
+  const params = [endpointId, options.ofTenant ?? null];
+  let waiting = false;
+  while ((await rows(db, WEBHOOKS_SQL.sendingTo, params)).length > 0) {
+    if (!waiting) options.onWaiting?.();
+    waiting = true;
+    await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 25));
   }
-  await rows(db, WEBHOOKS_SQL.clearExpiredSendsTo, [endpointId]);
+  await rows(db, WEBHOOKS_SQL.clearExpiredSendsTo, params);
 }
 
 interface DeliveryToSendRow {

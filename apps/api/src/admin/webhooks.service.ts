@@ -181,12 +181,28 @@ export class WebhooksService {
   }
 
   async remove(principal: Principal, id: string): Promise<void> {
-    if (!(await deleteWebhookEndpoint(this.db.manager, { tenantId: principal.tenantId, id, by: principal.keyId })))
-      throw Problem.notFound('Webhook', id);
+    const deleted = await deleteWebhookEndpoint(this.db.manager, {
+      tenantId: principal.tenantId,
+      id,
+      by: principal.keyId,
+    });
     // A message already on its way (signed before the delete committed) reaches the receiver before the answer, or
     // never: the answer waits until every send to the endpoint marked in flight has ended, at most
-    // webhookSendInFlightMs (WEBHOOK_TIMEOUT_MS and a second).
-    await waitForWebhookSends(this.db.manager, id);
+    // webhookSendInFlightMs (WEBHOOK_TIMEOUT_MS and a second). So does the 404 of a delete that finds the endpoint gone
+    // (another delete of it committed first and may still be waiting): it says as much as the 204 — nothing more
+    // arrives. Only the tenant's own sends of that id: another tenant's endpoint is never waited on, nor revealed by
+    // the time the answer takes.
+    await waitForWebhookSends(this.db.manager, id, {
+      ofTenant: deleted ? undefined : principal.tenantId,
+      onWaiting: deleted
+        ? undefined
+        : () =>
+            this.logger.info(
+              { tenantId: principal.tenantId, endpointId: id },
+              'webhook endpoint gone: waiting for its sends under way before answering 404',
+            ),
+    });
+    if (!deleted) throw Problem.notFound('Webhook', id);
     this.logger.info({ tenantId: principal.tenantId, endpointId: id }, 'webhook endpoint deleted');
   }
 

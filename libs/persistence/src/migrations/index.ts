@@ -17,6 +17,7 @@ import { CapAmountFunction1764721300000 } from './1764721300000-cap-amount-funct
 import { SpendBackfillIndex1764721400000 } from './1764721400000-spend-backfill-index';
 import { CapAmountBoundedDigits1764721500000 } from './1764721500000-cap-amount-bounded-digits';
 import { WebhookSendsInFlight1764721600000 } from './1764721600000-webhook-sends-in-flight';
+import { WebhookSendsInFlightTenant1764721700000 } from './1764721700000-webhook-sends-in-flight-tenant';
 import { Webhooks1764510000000 } from './1764510000000-webhooks';
 import { ExecutionTrace1764520300000 } from './1764520300000-execution-trace';
 import { HotUpdates1764530000000 } from './1764530000000-hot-updates';
@@ -79,4 +80,5 @@ export const MIGRATIONS = [
   SpendBackfillIndex1764721400000,
   CapAmountBoundedDigits1764721500000,
   WebhookSendsInFlight1764721600000,
+  WebhookSendsInFlightTenant1764721700000,
 ];
