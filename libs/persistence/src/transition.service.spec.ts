@@ -1052,6 +1052,76 @@ describe('TransitionService (real Postgres)', () => {
     }
   });
 
+  it('an approval request that waited for its operation’s or execution’s row is stamped after the wait: its requested_at and its event’s time are one instant, after what the holder wrote', async () => {
+    // Read before the wait, requested_at (the identifier a decision names) and the approval.requested event (later in
+    // seq than the holder's) were dated before the event the holder committed ahead of them.
+    const requestedWhileHeld = async (hold: 'operation' | 'execution') => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        const table = hold === 'operation' ? 'operations' : 'executions';
+        await holder.query(`SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [
+          hold === 'operation' ? operationId : executionId,
+        ]);
+        let answered = false;
+        const requesting = transitions
+          .annotate(db.dataSource.manager, {
+            executionId,
+            operationId,
+            whileStatus: OperationStatus.PREPARED,
+            whileApprovalOpen: true,
+            patch: { approval: { state: 'requested' } },
+            stampApprovalRequest: true,
+            type: 'approval.requested',
+          })
+          .finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        await databaseClockMovesOn();
+        expect(answered).toBe(false);
+        if (hold === 'operation') {
+          await transitions.annotate(holder.manager, {
+            executionId,
+            operationId,
+            whileStatus: OperationStatus.PREPARED,
+            type: 'operation.observed',
+          });
+        } else {
+          await transitions.executionMoves(holder.manager, {
+            executionId,
+            from: E.CREATED,
+            moves: [{ to: E.VALIDATING }],
+          });
+        }
+        await holder.commitTransaction();
+        expect((await requesting).won).toBe(true);
+      });
+      const [held, requested] = (await eventTimes('execution_id', executionId)).slice(-2);
+      const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
+        approval: { requested_at: string };
+      }[];
+      const [{ inOrder }] = (await db.dataSource.query(`SELECT $1::timestamptz >= $2::timestamptz AS "inOrder"`, [
+        requested.exact,
+        held.exact,
+      ])) as { inOrder: boolean }[];
+      return {
+        hold,
+        type: requested.type,
+        inOrder,
+        requestedAfterHeld: row.approval.requested_at >= held.at,
+        oneInstant: row.approval.requested_at === requested.at,
+      };
+    };
+    for (const hold of ['operation', 'execution'] as const) {
+      expect(await requestedWhileHeld(hold)).toEqual({
+        hold,
+        type: 'approval.requested',
+        inOrder: true,
+        requestedAfterHeld: true,
+        oneInstant: true,
+      });
+    }
+  });
+
   it('decide: an approval naming the request it answers is written only while that request is the one on the row', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const requested = (at: string) =>

@@ -519,7 +519,8 @@ export interface AnnotationInput {
   /**
    * With a patch of `approval` that asks for approval: its `requested_at` (the identifier a decision names, and when
    * the console says it was asked) is stamped by the database's clock, the one the decision's `decided_at` is on — a
-   * dispatcher whose clock ran ahead showed a request made after the decision that answered it.
+   * dispatcher whose clock ran ahead showed a request made after the decision that answered it. Read once the
+   * statement holds the operation's and the execution's rows (as a decision's stamp), and also the time of its event.
    */
   stampApprovalRequest?: boolean;
   /**
@@ -1152,10 +1153,14 @@ export class TransitionService {
       ...mergeAssignments(input.merge ?? {}, params, input.countInObligation),
       ...(input.withdrawRelease ? [`obligation = obligation - 'resolution'`] : []),
     ];
-    if (input.stampApprovalRequest) {
+    // A stamped request's requested_at and its event's time are one reading of the database's clock, taken once the
+    // statement holds the operation's row and its execution's (DECISION_STAMP, as a decision's): read before a wait for
+    // a writer holding either, it dated the request before the events that writer committed ahead of it in seq.
+    const stamped = input.stampApprovalRequest === true;
+    if (stamped) {
       const at = sets.findIndex((set) => set.startsWith('approval = $'));
       if (at < 0) throw new Error('annotate: stampApprovalRequest goes with a patch of approval');
-      sets[at] += `::jsonb || jsonb_build_object('requested_at', ${isoInstant('clock_timestamp()')})`;
+      sets[at] += `::jsonb || jsonb_build_object('requested_at', ${isoInstant('(SELECT at FROM stamp)')})`;
     }
     let obligationDue = '';
     if (input.whileObligationDueAt !== undefined) {
@@ -1203,15 +1208,15 @@ export class TransitionService {
       (input.withdrawRelease ? ` AND attempt = 0 AND obligation->'resolution'->>'status' = 'SENT'` : '');
     const result = await rows<{ id: string; seq: string }>(
       db,
-      `WITH moved AS (
+      `WITH ${stamped ? `${DECISION_STAMP}, ` : ''}moved AS (
          UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND ${inStatus}${approvalOpen}${obligationDue}
          RETURNING id, execution_id, tenant_id${input.reportNextCheckAt ? ', next_check_at' : ''}
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
        )
-       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
-       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, ${data}
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data${stamped ? ', created_at' : ''})
+       SELECT $${n - 2}, seq.id, moved.tenant_id, seq.event_seq, moved.id, $${n - 1}, ${data}${stamped ? ', (SELECT at FROM stamp)' : ''}
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq`,
       params,
