@@ -168,7 +168,7 @@ WITH moved AS (
 WITH stamp AS MATERIALIZED (
          SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
          WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $5::jsonb, '{resolution,at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
+         UPDATE operations SET updated_at = (SELECT at FROM stamp), obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $5::jsonb, '{resolution,at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND CASE WHEN (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
                     AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
                     AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()))) ELSE false END AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
@@ -221,15 +221,17 @@ WITH moved AS (
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- lateRejection
-WITH moved AS (
-         UPDATE operations SET updated_at = clock_timestamp(), rejected_at = clock_timestamp(), rejection = $3 WHERE id = $1 AND status = ANY($2::text[])
+WITH stamp AS MATERIALIZED (
+         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         UPDATE operations SET updated_at = (SELECT at FROM stamp), rejected_at = (SELECT at FROM stamp), rejection = $3 WHERE id = $1 AND status = ANY($2::text[])
          RETURNING id, execution_id, tenant_id
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id RETURNING e.id, e.event_seq
        )
-       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data)
-       SELECT $4, seq.id, moved.tenant_id, seq.event_seq, moved.id, $5, $6
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, data, created_at)
+       SELECT $4, seq.id, moved.tenant_id, seq.event_seq, moved.id, $5, $6, (SELECT at FROM stamp)
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq;
 
@@ -255,8 +257,10 @@ WITH seq AS (
          SELECT $2, id, tenant_id, event_seq, $3, $4, $5 FROM seq RETURNING id, seq;
 
 -- operationMoveAtCheckCount
-WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), check_count = $5, next_check_at = clock_timestamp() + $6::bigint * interval '1 millisecond'
+WITH stamp AS MATERIALIZED (
+         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         UPDATE operations op SET status = $3, updated_at = (SELECT at FROM stamp), check_count = $5, next_check_at = (SELECT at FROM stamp) + $6::bigint * interval '1 millisecond'
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND op.check_count = $7
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), seq AS (

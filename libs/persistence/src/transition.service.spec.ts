@@ -10,7 +10,13 @@ import { createApiKey, revokeApiKey } from './api-keys';
 import { EventEntity, OperationEntity } from './entities';
 import { findOperationWithVersion, lockExecution, lockOperationAtVersion } from './store';
 import { operationVersionOf } from './operation-version';
-import { DecisionInput, OperationSnapshot, TransitionResult, TransitionService } from './transition.service';
+import {
+  DatabaseNowPlus,
+  DecisionInput,
+  OperationSnapshot,
+  TransitionResult,
+  TransitionService,
+} from './transition.service';
 
 describe('TransitionService (real Postgres)', () => {
   const db = useTestDatabase('transition', ['acme']);
@@ -1120,6 +1126,76 @@ describe('TransitionService (real Postgres)', () => {
         oneInstant: true,
       });
     }
+  });
+
+  it('a move that waited for its execution’s row reads the clock it writes (sent_at, acknowledged_at, next_check_at) after the wait, after what the holder wrote', async () => {
+    // Read in the SET before the statement waited for the execution's row, a send's sent_at was dated before the event
+    // the holder committed ahead of the SENT in seq, and the window counted from it (the grace before a call, the
+    // settle window after it) was shorter by the wait.
+    const movedWhileHeld = async (
+      move: (operationId: string) => Promise<TransitionResult>,
+      prepare: (executionId: string, operationId: string) => Promise<unknown>,
+      column: 'sent_at' | 'acknowledged_at' | 'next_check_at',
+    ) => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await prepare(executionId, operationId);
+      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+        let answered = false;
+        const moving = move(operationId).finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        await databaseClockMovesOn();
+        expect(answered).toBe(false);
+        await transitions.annotate(holder.manager, { executionId, type: 'execution.observed' });
+        await holder.commitTransaction();
+        expect((await moving).won).toBe(true);
+      });
+      const held = (await eventTimes('execution_id', executionId)).find((e) => e.type === 'execution.observed')!;
+      const [{ after }] = (await db.dataSource.query(
+        `SELECT ${column} >= $2::timestamptz AS after FROM operations WHERE id = $1`,
+        [operationId, held.exact],
+      )) as { after: boolean }[];
+      return { column, after };
+    };
+    const sent = (operationId: string) =>
+      transitions.operation(db.dataSource.manager, {
+        operation: snapshot(operationId),
+        to: OperationStatus.SENT,
+        bumpAttempt: true,
+        sendGuard: dispatchGuard,
+        patch: { sent_at: 'now' },
+      });
+    const inStatus = (status: string) => (executionId: string, operationId: string) =>
+      db.dataSource.query(
+        `WITH e AS (UPDATE executions SET status = 'running' WHERE id = $2)
+         UPDATE operations SET status = $3, attempt = 1 WHERE id = $1`,
+        [operationId, executionId, status],
+      );
+    expect(await movedWhileHeld(sent, (executionId) => running(executionId), 'sent_at')).toEqual({
+      column: 'sent_at',
+      after: true,
+    });
+    const acknowledged = (operationId: string) =>
+      transitions.operation(db.dataSource.manager, {
+        operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 1 },
+        to: OperationStatus.ACKNOWLEDGED,
+        patch: { acknowledged_at: 'now' },
+      });
+    expect(await movedWhileHeld(acknowledged, inStatus('SENT'), 'acknowledged_at')).toEqual({
+      column: 'acknowledged_at',
+      after: true,
+    });
+    const inconclusive = (operationId: string) =>
+      transitions.operation(db.dataSource.manager, {
+        operation: { ...snapshot(operationId), status: OperationStatus.RECONCILING, attempt: 1 },
+        to: OperationStatus.UNKNOWN,
+        patch: { check_count: 1, next_check_at: new DatabaseNowPlus(0) },
+      });
+    expect(await movedWhileHeld(inconclusive, inStatus('RECONCILING'), 'next_check_at')).toEqual({
+      column: 'next_check_at',
+      after: true,
+    });
   });
 
   it('decide: an approval naming the request it answers is written only while that request is the one on the row', async () => {

@@ -212,10 +212,10 @@ const EXECUTION_ENDED_UNRELEASABLE = `NOT EXISTS (SELECT 1 FROM executions xe
 
 /**
  * The operation's compare-and-set (status and fencing attempt, plus the send guard's conditions), as the `moved` CTE
- * every operation move starts with.
+ * every operation move starts with; `stamped`: after the `stamp` its SET reads the clock from (STAMP_AFTER_LOCKS).
  */
-function operationCompareAndSet(sets: string[], guard: string): string {
-  return `moved AS (
+function operationCompareAndSet(sets: string[], guard: string, stamped: boolean): string {
+  return `${stamped ? `${STAMP_AFTER_LOCKS}, ` : ''}moved AS (
          UPDATE operations op SET ${sets.join(', ')}
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4${guard}
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
@@ -313,14 +313,16 @@ export interface DecisionInput {
 
 /**
  * A decision's one reading of the database's clock (`stamp`: its `decided_at`, a grant's `expires_at`, a resolution's
- * `at`, the time of its events), taken once the statement holds the rows it writes: the operation's (`$1`) and its
+ * `at`, the time of its events) — and a move's or an annotation's whose SET reads the clock (an approval request's
+ * `requested_at`, a `sent_at`, an `acknowledged_at`, a `next_check_at`: OperationPatch's `'now'` and DatabaseNowPlus,
+ * with its `updated_at`) — taken once the statement holds the rows it writes: the operation's (`$1`) and its
  * execution's, locked as the UPDATEs that follow lock them (operation first, then execution; FOR NO KEY UPDATE, what an
  * UPDATE of non-key columns takes). It is first read by the UPDATE of the operation for a row that matched its
  * snapshot, before that UPDATE would wait for the row: `clock_timestamp()` alone there was the time before any wait for
  * a writer holding the operation or the execution, which then committed events ahead of the decision's in seq but
  * dated after them, and a grant written after a wait of a minute held a minute less than its validity.
  */
-const DECISION_STAMP = `stamp AS MATERIALIZED (
+const STAMP_AFTER_LOCKS = `stamp AS MATERIALIZED (
          SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
          WHERE so.id = $1 FOR NO KEY UPDATE OF so, se)`;
 
@@ -340,17 +342,31 @@ export interface ExecutionPatch {
   outcome?: Record<string, unknown> | null;
 }
 
-function patchAssignments(patch: OperationPatch | ExecutionPatch, params: unknown[]): string[] {
+/** Whether the patch sets a column by the database's clock (`'now'`, DatabaseNowPlus). */
+function readsClock(patch: OperationPatch | ExecutionPatch): boolean {
+  return Object.values(patch).some((value) => value === 'now' || value instanceof DatabaseNowPlus);
+}
+
+/** The SET's reading of the clock: the statement's `stamp` (STAMP_AFTER_LOCKS) where it has one. */
+function clockOf(stamped: boolean): string {
+  return stamped ? '(SELECT at FROM stamp)' : 'clock_timestamp()';
+}
+
+function patchAssignments(
+  patch: OperationPatch | ExecutionPatch,
+  params: unknown[],
+  clock = 'clock_timestamp()',
+): string[] {
   const sets: string[] = [];
   for (const [column, value] of Object.entries(patch)) {
     if (value === undefined) continue;
     if (value === 'now') {
-      sets.push(`${column} = clock_timestamp()`);
+      sets.push(`${column} = ${clock}`);
       continue;
     }
     if (value instanceof DatabaseNowPlus) {
       params.push(value.ms);
-      sets.push(`${column} = clock_timestamp() + $${params.length}::bigint * interval '1 millisecond'`);
+      sets.push(`${column} = ${clock} + $${params.length}::bigint * interval '1 millisecond'`);
       continue;
     }
     params.push(JSON_COLUMNS.has(column) || EXECUTION_JSON_COLUMNS.has(column) ? json(value) : value);
@@ -629,16 +645,21 @@ export class TransitionService {
       throw new Error('executionEnded goes with a move to CANCELLED');
     }
     const params: unknown[] = [operation.id, operation.status, to, operation.attempt];
-    const sets = ['status = $3', 'updated_at = clock_timestamp()'];
-    if (input.bumpAttempt) sets.push('attempt = attempt + 1');
     const patch: OperationPatch = { ...input.patch };
+    // A time the move writes by the database's clock is read once the statement holds the operation's row and its
+    // execution's (STAMP_AFTER_LOCKS): read in the SET, it was taken before the statement waited for the execution's
+    // row, dated before the events a writer holding it committed ahead of the move, and a send's sent_at shortened the
+    // windows counted from it (the grace before its call, the settle window after) by the wait.
+    const stamped = readsClock(patch);
+    const sets = ['status = $3', `updated_at = ${clockOf(stamped)}`];
+    if (input.bumpAttempt) sets.push('attempt = attempt + 1');
     // A move writes its own reason, null when it names none — into a settled status (terminal, held, an ACKNOWLEDGED
     // nothing reads back), out of a hold (a reviewer's release, sent), into any status no reason explains (SENT, an
     // ACKNOWLEDGED awaiting its read-back): the reason of a hold it ends, or one left on the row, no longer explains the
     // status. Only between UNKNOWN and RECONCILING does a move that names none leave the row's (keepsTerminalReason).
     const writesReason = reason !== null || input.patch?.terminal_reason !== undefined || !keepsTerminalReason(to);
     if (writesReason) patch.terminal_reason = reason;
-    sets.push(...patchAssignments(patch, params));
+    sets.push(...patchAssignments(patch, params, clockOf(stamped)));
     assertExecutionFirst(input);
     const sendGuard = input.sendGuard ?? input.refusedSendGuard;
     const guard =
@@ -658,14 +679,34 @@ export class TransitionService {
     // left standing: the two cannot differ.
     const data = eventReasonFromRow(`$${n}::jsonb`, 'moved');
     if (input.thenExecution) {
-      return this.withExecutionMoves(db, input, sets, guard, params, data, input.thenExecution, 'operation-first');
+      return this.withExecutionMoves(
+        db,
+        input,
+        sets,
+        guard,
+        stamped,
+        params,
+        data,
+        input.thenExecution,
+        'operation-first',
+      );
     }
     if (input.executionFirst) {
-      return this.withExecutionMoves(db, input, sets, guard, params, data, input.executionFirst, 'execution-first');
+      return this.withExecutionMoves(
+        db,
+        input,
+        sets,
+        guard,
+        stamped,
+        params,
+        data,
+        input.executionFirst,
+        'execution-first',
+      );
     }
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
-      `WITH ${operationCompareAndSet(sets, guard)}, seq AS (
+      `WITH ${operationCompareAndSet(sets, guard, stamped)}, seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
          FROM moved WHERE e.id = moved.execution_id
          RETURNING e.id, e.event_seq
@@ -703,6 +744,7 @@ export class TransitionService {
     input: OperationTransitionInput,
     sets: string[],
     guard: string,
+    stamped: boolean,
     params: unknown[],
     data: string,
     execution: ExecutionMovesInput,
@@ -745,7 +787,7 @@ export class TransitionService {
       age_s: number;
     }>(
       db,
-      `WITH ${operationCompareAndSet(sets, guard)}, follows AS (
+      `WITH ${operationCompareAndSet(sets, guard, stamped)}, follows AS (
          SELECT e.id, ${still} AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
          FOR NO KEY UPDATE OF e
@@ -831,10 +873,18 @@ export class TransitionService {
       });
     }
     const params: unknown[] = [operation.id, input.tenantId, operation.status, operation.attempt];
+    // A stamped approval's `decided_at` and the time of every event the decision writes (the decision's, the move's
+    // that an operation's `failure.at` is read from) are one reading of the database's clock: one instant, one fact.
+    // Read once the statement holds the operation's row and its execution's (STAMP_AFTER_LOCKS): read before the UPDATE
+    // waited for a row another writer held, it dated the decision before the events that writer committed ahead of it
+    // in seq, and a grant expired sooner than its validity by the wait. So is a time its patch sets by that clock (the
+    // next re-check's), and its `updated_at`.
+    const stamped =
+      input.approvalStamp !== undefined || input.resolutionStamp === true || readsClock(input.patch ?? {});
     const sets = [
-      'updated_at = clock_timestamp()',
+      `updated_at = ${clockOf(stamped)}`,
       ...mergeAssignments(input.merge, params, undefined, input.approvalStamp, input.resolutionStamp),
-      ...patchAssignments(input.patch ?? {}, params),
+      ...patchAssignments(input.patch ?? {}, params, clockOf(stamped)),
     ];
     // A person's FAILED never stands for an effect the provider acknowledged or a re-check's read showed, also when that
     // was recorded after this decision's own read (a late 2xx, a re-check racing it): checked in the statement.
@@ -904,12 +954,6 @@ export class TransitionService {
       events.length,
     );
     const count = `$${first + 5}::int`;
-    // A stamped approval's `decided_at` and the time of every event the decision writes (the decision's, the move's
-    // that an operation's `failure.at` is read from) are one reading of the database's clock: one instant, one fact.
-    // Read once the statement holds the operation's row and its execution's (DECISION_STAMP): read before the UPDATE
-    // waited for a row another writer held, it dated the decision before the events that writer committed ahead of it
-    // in seq, and a grant expired sooner than its validity by the wait.
-    const stamped = input.approvalStamp !== undefined || input.resolutionStamp === true;
     const stamp = isoInstant('(SELECT at FROM stamp)');
     const data = input.resolutionStamp
       ? `CASE WHEN m.ord = 1 THEN jsonb_set(m.data, '{at}', to_jsonb(${stamp}))
@@ -922,7 +966,7 @@ export class TransitionService {
       : data;
     const result = await rows<{ id: string; seq: string; execution_id: string; age_s: number }>(
       db,
-      `WITH ${stamped ? `${DECISION_STAMP}, ` : ''}moved AS (
+      `WITH ${stamped ? `${STAMP_AFTER_LOCKS}, ` : ''}moved AS (
          UPDATE operations SET ${sets.join(', ')}
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND ${STILL_OPEN[input.open]}${unchanged}
          RETURNING id, execution_id, tenant_id, created_at, terminal_reason
@@ -1147,17 +1191,18 @@ export class TransitionService {
     }
     const params: unknown[] = [input.operationId, input.whileStatus];
     const inStatus = Array.isArray(input.whileStatus) ? 'status = ANY($2::text[])' : 'status = $2';
+    // A stamped request's requested_at, a time the patch sets by the database's clock (a next re-check's), the row's
+    // updated_at and the event's time are one reading of that clock, taken once the statement holds the operation's row
+    // and its execution's (STAMP_AFTER_LOCKS, as a decision's): read in the SET, before a wait for a writer holding
+    // either, they were dated before the events that writer committed ahead of this one in seq.
+    const stamped = input.stampApprovalRequest === true || readsClock(input.patch ?? {});
     const sets = [
-      'updated_at = clock_timestamp()',
-      ...patchAssignments(input.patch ?? {}, params),
+      `updated_at = ${clockOf(stamped)}`,
+      ...patchAssignments(input.patch ?? {}, params, clockOf(stamped)),
       ...mergeAssignments(input.merge ?? {}, params, input.countInObligation),
       ...(input.withdrawRelease ? [`obligation = obligation - 'resolution'`] : []),
     ];
-    // A stamped request's requested_at and its event's time are one reading of the database's clock, taken once the
-    // statement holds the operation's row and its execution's (DECISION_STAMP, as a decision's): read before a wait for
-    // a writer holding either, it dated the request before the events that writer committed ahead of it in seq.
-    const stamped = input.stampApprovalRequest === true;
-    if (stamped) {
+    if (input.stampApprovalRequest) {
       const at = sets.findIndex((set) => set.startsWith('approval = $'));
       if (at < 0) throw new Error('annotate: stampApprovalRequest goes with a patch of approval');
       sets[at] += `::jsonb || jsonb_build_object('requested_at', ${isoInstant('(SELECT at FROM stamp)')})`;
@@ -1208,7 +1253,7 @@ export class TransitionService {
       (input.withdrawRelease ? ` AND attempt = 0 AND obligation->'resolution'->>'status' = 'SENT'` : '');
     const result = await rows<{ id: string; seq: string }>(
       db,
-      `WITH ${stamped ? `${DECISION_STAMP}, ` : ''}moved AS (
+      `WITH ${stamped ? `${STAMP_AFTER_LOCKS}, ` : ''}moved AS (
          UPDATE operations SET ${sets.join(', ')} WHERE id = $1 AND ${inStatus}${approvalOpen}${obligationDue}
          RETURNING id, execution_id, tenant_id${input.reportNextCheckAt ? ', next_check_at' : ''}
        ), seq AS (
