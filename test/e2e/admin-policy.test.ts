@@ -548,6 +548,27 @@ describe('admin: tenant policy', () => {
     expect((await changes('?connector=retired.crm')).status).toBe(400);
   });
 
+  it('refuses a connector filter with a kind whose changes name no connector (400), not an empty list that reads "never changed"', async () => {
+    // A policy change (its approval rules name connectors) and a webhook change are recorded without a connector: asked
+    // for with one, the list was always empty, which read as "the payments approval policy was never changed".
+    expect((await putPolicy({ approval_rules: [{ connector: 'sandbox.payments', amount_above: 100 }] })).status).toBe(
+      200,
+    );
+    for (const kind of ['policy', 'webhook_endpoint']) {
+      const res = await changes(`?kind=${kind}&connector=sandbox.payments`);
+      expect({ kind, status: res.status }).toEqual({ kind, status: 400 });
+      expect(res.body).toMatchObject({
+        type: 'https://verity.dev/problems/validation-error',
+        errors: [{ field: 'connector', rule: 'only_with_connector_settings' }],
+      });
+    }
+    // The connector's own settings changes are still listed by it, with or without the kind.
+    expect((await changes('?kind=connector_settings&connector=sandbox.payments')).status).toBe(200);
+    expect((await changes('?connector=sandbox.payments')).status).toBe(200);
+    expect((await changes('?kind=policy')).body.data.length).toBeGreaterThan(0);
+    expect((await putPolicy({ approval_rules: null })).status).toBe(200);
+  });
+
   it('a change that is refused leaves no entry', async () => {
     const known = await allIds();
     expect((await putPolicy({ approval_rules: [{ connector: 'nope' }] })).status).toBe(400);
@@ -635,7 +656,7 @@ describe('admin: tenant policy', () => {
       },
     ]);
     expect(new Set(fresh.map((c) => c.by)).size).toBe(1);
-    expect((await changes('?kind=policy&connector=http')).body.data).toEqual([]);
+    expect((await changes('?kind=connector_settings&connector=http')).body.data).toEqual(listed.body.data);
     expect((await changes('?kind=connector_settings')).body.data.every((c) => c.kind === 'connector_settings')).toBe(
       true,
     );

@@ -39,7 +39,8 @@ export class ChangesController {
     type: String,
     description:
       'only this connector’s changes; a name no connector has is 400 known_connector, unless this tenant’s history ' +
-      'holds changes of it (a connector a later release removed)',
+      'holds changes of it (a connector a later release removed). Only connector settings changes name one: with ' +
+      'another `kind` it is 400 only_with_connector_settings',
   })
   @ApiPageQuery()
   list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {

@@ -3,14 +3,23 @@ import { z } from 'zod';
 import { cursorPageQuery } from '../http/parse';
 
 /** GET /v1/admin/changes: newest first, `cursor` the `next_cursor` of the page before; optional filters. */
-export const ChangesQuery = z.strictObject({
-  kind: z.enum(ADMIN_CHANGE_KINDS).optional(),
-  connector: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'a connector name, e.g. http or sandbox.payments')
-    .optional(),
-  ...cursorPageQuery('chg'),
-});
+export const ChangesQuery = z
+  .strictObject({
+    kind: z.enum(ADMIN_CHANGE_KINDS).optional(),
+    connector: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'a connector name, e.g. http or sandbox.payments')
+      .optional(),
+    ...cursorPageQuery('chg'),
+  })
+  // Policy and webhook changes are recorded without a connector (approval rules name connectors, but the change is the
+  // tenant's policy): asked for with one, the list was always empty, which read as "never changed".
+  .refine((query) => query.connector === undefined || query.kind === undefined || query.kind === 'connector_settings', {
+    message:
+      'only connector_settings changes name a connector: leave out connector, or ask for kind=connector_settings',
+    path: ['connector'],
+    params: { rule: 'only_with_connector_settings' },
+  });
 export type ChangesQueryOf = z.infer<typeof ChangesQuery>;
 
 const PolicySettings = z

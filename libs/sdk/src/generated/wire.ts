@@ -2471,7 +2471,7 @@ export interface operations {
         limit?: number;
         /** @description `next_cursor` of the previous page */
         cursor?: string;
-        /** @description only this connector’s changes; a name no connector has is 400 known_connector, unless this tenant’s history holds changes of it (a connector a later release removed) */
+        /** @description only this connector’s changes; a name no connector has is 400 known_connector, unless this tenant’s history holds changes of it (a connector a later release removed). Only connector settings changes name one: with another `kind` it is 400 only_with_connector_settings */
         connector?: string;
         kind?: 'policy' | 'connector_settings' | 'webhook_endpoint';
       };
