@@ -154,6 +154,18 @@ describe('admin: tenant policy', () => {
         'approval_rules[0].currency_field',
         'unknown_currency_field',
       ],
+      // The API refuses these names as keys of every body, so no operation's params (not even http's open body) hold
+      // one: a threshold on one was accepted and never applied, its amount "missing" on every operation.
+      [
+        { approval_rules: [{ connector: 'http', amount_above: 5, amount_field: 'body.constructor' }] },
+        'approval_rules[0].amount_field',
+        'unknown_amount_field',
+      ],
+      [
+        { approval_rules: [{ connector: 'http', amount_above: 5, currency: 'EUR', currency_field: 'body.__proto__' }] },
+        'approval_rules[0].currency_field',
+        'unknown_currency_field',
+      ],
     ];
     for (const [body, field, rule] of cases) {
       const res = await policy('PUT', body);

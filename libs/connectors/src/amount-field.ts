@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Connector } from './connector';
+import { PROTOTYPE_KEYS } from '@verity/status-model';
 import { fieldSegments } from './json-path';
 
 /** What an action's params schema says is at a dot path. */
@@ -28,7 +29,10 @@ function unwrapped(schema: z.ZodType): z.ZodType {
 function pathKind(schema: z.ZodType, path: string): PathKind {
   let at = unwrapped(schema);
   // Read as the cap's amount is read (readField): `$.` dropped, `items[0]` an element of the array.
-  for (const segment of fieldSegments(path)) {
+  const segments = fieldSegments(path);
+  // Refused as a key of every request (the API), so held by no operation's params, open ones included.
+  if (segments.some((segment) => PROTOTYPE_KEYS.has(segment))) return 'absent';
+  for (const segment of segments) {
     if (at instanceof z.ZodArray && /^[0-9]+$/.test(segment)) {
       at = unwrapped(at.element as z.ZodType);
       continue;

@@ -5,6 +5,12 @@
 export const FIELD_PATH = /^(\$\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+|\[[0-9]{1,6}\])*$/;
 export const FIELD_PATH_RULE = 'a JSON path such as "data.status", "$.data.status" or "items[0].id"';
 
+/**
+ * Names that would reach Object.prototype in a plain object. As keys of a request's JSON they are refused (the API),
+ * so no operation's params hold one: a tenant rule's field naming one names nothing (libs/connectors amount-field).
+ */
+export const PROTOTYPE_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
 export function fieldSegments(path: string): string[] {
   const body = path.startsWith('$.') ? path.slice(2) : path;
   return [...body.matchAll(/([A-Za-z0-9_-]+)|\[([0-9]+)\]/g)].map((m) => m[1] ?? m[2]);

@@ -1,12 +1,13 @@
 import { z } from 'zod';
 import { hiddenCharacterIn, memberPath, textIssue } from '@verity/platform';
+import { PROTOTYPE_KEYS } from '@verity/status-model';
 import type { FieldError } from '../problem/problem';
 
 /** The rule every accepted string obeys (no control characters, no lone surrogates): one home, in the platform. */
 export { textIssue };
 
 /** Names that would reach Object.prototype in a plain object; as JSON keys they are refused, never dropped. */
-export const PROTOTYPE_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+export { PROTOTYPE_KEYS };
 
 /** A zod string that refuses what `textIssue` finds; every free-text field of a request is built on it. */
 export function text(): z.ZodString {
