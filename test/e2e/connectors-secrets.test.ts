@@ -245,6 +245,50 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     expect(written.status).toBe(201);
   });
 
+  it('a retry of an operation whose params hold a value made a secret since is refused (400 secret_value), and nothing is stored', async () => {
+    // Accepted before the value was a secret (nothing to refuse then), and ended without a send: denied.
+    const later = `later-${unique('token')}-Kq83vW`;
+    const created = await submitOps(call, [
+      httpOp(
+        'later',
+        { method: 'POST', url: `${target.base}/orders`, headers: { 'x-note': later } },
+        { requires_approval: true },
+      ),
+    ]);
+    const [op] = created.operations;
+    await waitFor(
+      () => call<{ approval: { state: string } | null }>('GET', `/v1/operations/${op.id}`),
+      (r) => r.body.approval?.state === 'requested',
+    );
+    const denied = await call('POST', `/v1/operations/${op.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'deny', reason: 'not now' },
+    });
+    expect(denied.status).toBe(200);
+    const set = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { secrets: { later_token: later } },
+    });
+    expect(set.status).toBe(200);
+    try {
+      const count = async () =>
+        Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
+      const before = await count();
+      // A submission of the same params is refused; a retry is a new operation submitted now, and stored its copy of
+      // the value (and answered it) as a 201.
+      const retried = await call<{ errors: { field: string; rule: string }[] }>(
+        'POST',
+        `/v1/operations/${op.id}/retry`,
+      );
+      expect(retried.status).toBe(400);
+      expect(retried.body.errors).toEqual([expect.objectContaining({ field: 'params', rule: 'secret_value' })]);
+      expect(retried.text).not.toContain(later);
+      expect(await count()).toBe(before);
+    } finally {
+      await call('DELETE', '/v1/admin/connector-settings/http/secrets/later_token', { key: DEMO.admin });
+    }
+  });
+
   it('a person’s free text holding a secret’s value — a cancel reason, an approval reason, a resolution’s evidence — is refused (400 secret_value), and nothing changes', async () => {
     const created = await call<Execution>('POST', '/v1/executions', {
       body: submission([sms(unique('sec'), { requires_approval: true })]),

@@ -31,15 +31,16 @@ export function secretValueErrors(
 }
 
 /**
- * 400 before anything is written when free text a caller gave (a reason, the evidence; name → value) holds the value of
- * one of the tenant's secrets — pasted from a provider's answer, say. The secrets are read only when there is text.
+ * 400 before anything is written when what a request would store (name → value) holds the value of one of the tenant's
+ * secrets: free text a caller gave (a reason, the evidence) — pasted from a provider's answer, say —, or what a retry
+ * copies from the operation it retries. The secrets are read only when there is something to look through.
  */
 export async function refuseSecretValuesIn(
   tenantConnectors: TenantConnectors,
   tenantId: string,
-  fields: [string, string | undefined][],
+  fields: [string, unknown][],
 ): Promise<void> {
-  if (fields.every(([, value]) => !value)) return;
+  if (fields.every(([, value]) => value === undefined || value === null || value === '')) return;
   const errors = secretValueErrors(fields, await tenantConnectors.secretsOfTenant(tenantId));
   if (errors.length > 0) throw Problem.validation(errors);
 }

@@ -185,7 +185,7 @@ export interface paths {
     put?: never;
     /**
      * Retry a FAILED or CANCELLED operation
-     * @description Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send could charge twice). A FAILED operation whose source showed the effect after it was resolved (a re-check recorded with `after: "FAILED"`) answers 409 effect-exists with that read: a retry could make it twice. An amount the tenant’s spending cap cannot count now (not a positive number of its places, or another currency) answers 400 naming `params.<field>`, as a submission of it would; nothing is written. Takes no body.
+     * @description Creates a new operation (`retry_of` = this one) in a new execution; the original history stays as it happened. Any other status answers 409 naming its retry rule (`forbidden` for UNKNOWN: a blind re-send could charge twice). A FAILED operation whose source showed the effect after it was resolved (a re-check recorded with `after: "FAILED"`) answers 409 effect-exists with that read: a retry could make it twice. An amount the tenant’s spending cap cannot count now (not a positive number of its places, or another currency) answers 400 naming `params.<field>`, as a submission of it would; so do params, an expected state or an intent holding the value of one of the tenant’s secrets (set since they were accepted): 400 `secret_value` naming `params`, `expected_state` or `intent`. Nothing is written. Takes no body.
      */
     post: operations['retryOperation'];
     delete?: never;
