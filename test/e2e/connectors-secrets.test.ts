@@ -246,16 +246,23 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
   });
 
   it('a retry of an operation whose params hold a value made a secret since is refused (400 secret_value), and nothing is stored', async () => {
-    // Accepted before the value was a secret (nothing to refuse then), and ended without a send: denied.
+    // Accepted before the value was a secret (nothing to refuse then), and ended without a send: denied. The agent's id
+    // and the operation's key, which the retry copies too, hold it as well.
     const later = `later-${unique('token')}-Kq83vW`;
-    const created = await submitOps(call, [
-      httpOp(
-        'later',
-        { method: 'POST', url: `${target.base}/orders`, headers: { 'x-note': later } },
-        { requires_approval: true },
+    const created = await call<Execution>('POST', '/v1/executions', {
+      body: submission(
+        [
+          httpOp(
+            `${later}-op`,
+            { method: 'POST', url: `${target.base}/orders`, headers: { 'x-note': later } },
+            { requires_approval: true },
+          ),
+        ],
+        { agent_id: `agent ${later}` },
       ),
-    ]);
-    const [op] = created.operations;
+    });
+    expect(created.status).toBe(201);
+    const [op] = created.body.operations;
     await waitFor(
       () => call<{ approval: { state: string } | null }>('GET', `/v1/operations/${op.id}`),
       (r) => r.body.approval?.state === 'requested',
@@ -281,7 +288,11 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
         `/v1/operations/${op.id}/retry`,
       );
       expect(retried.status).toBe(400);
-      expect(retried.body.errors).toEqual([expect.objectContaining({ field: 'params', rule: 'secret_value' })]);
+      expect(retried.body.errors).toEqual([
+        expect.objectContaining({ field: 'params', rule: 'secret_value' }),
+        expect.objectContaining({ field: 'agent_id', rule: 'secret_value' }),
+        expect.objectContaining({ field: 'key', rule: 'secret_value' }),
+      ]);
       expect(retried.text).not.toContain(later);
       expect(await count()).toBe(before);
     } finally {

@@ -189,9 +189,9 @@ export class OperationsController {
       'could charge twice). A FAILED operation whose source showed the effect after it was resolved (a re-check ' +
       'recorded with `after: "FAILED"`) answers 409 effect-exists with that read: a retry could make it twice. ' +
       'An amount the tenant’s spending cap cannot count now (not a positive number of its places, or another ' +
-      'currency) answers 400 naming `params.<field>`, as a submission of it would; so do params, an expected state ' +
-      'or an intent holding the value of one of the tenant’s secrets (set since they were accepted): 400 ' +
-      '`secret_value` naming `params`, `expected_state` or `intent`. Nothing is written. ' +
+      'currency) answers 400 naming `params.<field>`, as a submission of it would; so do params, an expected state, ' +
+      'an intent, an agent id or a key holding the value of one of the tenant’s secrets (set since they were ' +
+      'accepted): 400 `secret_value` naming the field. Nothing is written. ' +
       'Takes no body.',
     params: [ID],
     response: {

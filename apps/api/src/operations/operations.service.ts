@@ -1088,12 +1088,15 @@ export class OperationsService {
     if (!canRetry(op.status)) throw retryNotAllowed(op.status, shownRetryRule(op));
     const original = await findExecution(this.db.manager, op.executionId, principal.tenantId);
     if (!original) throw Problem.notFound('Operation', id);
-    // What the retry stores again, as a submission of it would be judged now: params (or an expected state, an intent)
-    // accepted before a value in them was made one of the tenant's secrets are refused, not stored (and answered) anew.
+    // What the retry stores again, as a submission of it would be judged now: params (or an expected state, an intent,
+    // the agent's id, the operation's key) accepted before a value in them was made one of the tenant's secrets are
+    // refused, not stored (and answered) anew.
     await refuseSecretValuesIn(this.connectors, principal.tenantId, [
       ['params', op.params],
       ['expected_state', op.expectedState],
       ['intent', original.intent],
+      ['agent_id', original.agentId],
+      ['key', op.key],
     ]);
     const executionId = newId('exe');
     const operationId = newId('op');
