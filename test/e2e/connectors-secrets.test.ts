@@ -550,6 +550,20 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     });
     expect(other.seen.length).toBe(seenBefore);
     expect(JSON.stringify(op)).not.toContain(SECRET);
+    // A retry is a new operation submitted now: refused as a submission of it is (400 secret_not_bound, nothing
+    // written), not accepted to fail the same way at its send.
+    const executions = async () =>
+      Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
+    const before = await executions();
+    const retried = await call<{ errors: { field: string; rule: string; message: string }[] }>(
+      'POST',
+      `/v1/operations/${opId}/retry`,
+    );
+    expect(retried.status).toBe(400);
+    expect(retried.body.errors).toEqual([
+      expect.objectContaining({ field: expect.stringMatching(/^params\./), rule: 'secret_not_bound' }),
+    ]);
+    expect(await executions()).toBe(before);
   });
 
   it('a refused secret value is not echoed in the problem', async () => {

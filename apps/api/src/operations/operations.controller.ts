@@ -191,7 +191,8 @@ export class OperationsController {
       'An amount the tenant’s spending cap cannot count now (not a positive number of its places, or another ' +
       'currency) answers 400 naming `params.<field>`, as a submission of it would; so do params, an expected state, ' +
       'an intent, an agent id or a key holding the value of one of the tenant’s secrets (set since they were ' +
-      'accepted): 400 `secret_value` naming the field. Nothing is written. ' +
+      'accepted): 400 `secret_value` naming the field; and params naming a secret its host’s allowlist entry does ' +
+      'not bind now: 400 `secret_not_bound`. Nothing is written. ' +
       'Takes no body.',
     params: [ID],
     response: {

@@ -1,6 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ReadBackResult, TenantConnectors, readBackThrew, resendReference, textPrefix } from '@verity/connectors';
+import {
+  ReadBackResult,
+  TenantConnectors,
+  readBackThrew,
+  resendReference,
+  secretBindingProblems,
+  textPrefix,
+} from '@verity/connectors';
 import {
   Approval,
   OperationEntity,
@@ -1083,6 +1090,23 @@ export class OperationsService {
    * I5: a retry is a new operation (retry_of), only from FAILED or CANCELLED. It runs as a new execution, so the
    * original execution's history stays exactly as it happened.
    */
+  /**
+   * 400 `secret_not_bound` when the params name a secret that the allowlist entry of its request's host does not bind
+   * now, as intake refuses it: a retry of one accepted while the binding stood (or failed for it at its send) was made,
+   * and was refused at its send the same way.
+   */
+  private async refuseUnboundSecrets(principal: Principal, op: OperationEntity): Promise<void> {
+    const connector = this.connectors.require(op.connector);
+    if (!connector.settings?.secrets) return;
+    const settings = await this.connectors.settingsOf({ tenantId: principal.tenantId, connector: op.connector });
+    const allowHosts = this.connectors.callEnvironment({ allowHosts: settings.allowHosts }).tenant?.allowHosts;
+    const problems = secretBindingProblems(connector, op.action, op.params, allowHosts);
+    if (problems.length === 0) return;
+    throw Problem.validation(
+      problems.map((problem) => ({ field: problem.field, rule: 'secret_not_bound', message: problem.message })),
+    );
+  }
+
   async retry(principal: Principal, id: string) {
     const op = await this.load(principal, id);
     if (!canRetry(op.status)) throw retryNotAllowed(op.status, shownRetryRule(op));
@@ -1098,6 +1122,7 @@ export class OperationsService {
       ['agent_id', original.agentId],
       ['key', op.key],
     ]);
+    await this.refuseUnboundSecrets(principal, op);
     const executionId = newId('exe');
     const operationId = newId('op');
     try {
