@@ -258,6 +258,38 @@ describe('http read_back_binding (admin setting, intake refusal, read after the 
     expectUnreadContextRecordedWithTheMove(events, op.id);
   });
 
+  it('a retry of an operation with an unbound read-back accepted before the switch is 400 read_back_unbound, nothing written', async () => {
+    expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
+    // Accepted under "declared", then denied: never sent, and safe to retry.
+    const created = await submitOps(call, [httpOp('order', order(unbound()), { requires_approval: true })]);
+    const opId = created.operations[0].id;
+    await waitFor(
+      async () => (await call<{ approval: { state: string } | null }>('GET', `/v1/operations/${opId}`)).body.approval,
+      (approval) => approval?.state === 'requested',
+      30_000,
+      100,
+    );
+    const denied = await call('POST', `/v1/operations/${opId}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'deny', reason: 'not yet' },
+    });
+    expect(denied.status).toBe(200);
+    expect((await setHttp({ read_back_binding: 'bound' })).status).toBe(200);
+    try {
+      const [executions, operations] = [await count('executions'), await count('operations')];
+      // A retry is a new operation submitted now: refused as a submission of it is, not made to be sent and then held for
+      // a person because nothing may read it back.
+      const retried = await call<Refusal>('POST', `/v1/operations/${opId}/retry`);
+      expect(retried.status).toBe(400);
+      expect(retried.body.errors).toEqual([
+        expect.objectContaining({ field: expect.stringMatching(/^params\.read_back/), rule: 'read_back_unbound' }),
+      ]);
+      expect([await count('executions'), await count('operations')]).toEqual([executions, operations]);
+    } finally {
+      expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
+    }
+  });
+
   it('an unbound read-back accepted before the switch never verifies after it: held for a person, the evidence says why', async () => {
     expect((await setHttp({ read_back_binding: 'declared' })).status).toBe(200);
     // Accepted under "declared", waiting for a reviewer's approval while the admin binds read-backs.

@@ -192,7 +192,8 @@ export class OperationsController {
       'currency) answers 400 naming `params.<field>`, as a submission of it would; so do params, an expected state, ' +
       'an intent, an agent id or a key holding the value of one of the tenant’s secrets (set since they were ' +
       'accepted): 400 `secret_value` naming the field; and params naming a secret its host’s allowlist entry does ' +
-      'not bind now: 400 `secret_not_bound`. Nothing is written. ' +
+      'not bind now: 400 `secret_not_bound`; a read-back the tenant’s `read_back_binding: "bound"` does not count ' +
+      'now: 400 `read_back_unbound`. Nothing is written. ' +
       'Takes no body.',
     params: [ID],
     response: {

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import {
   ReadBackResult,
   TenantConnectors,
+  readBackBindingProblems,
   readBackThrew,
   resendReference,
   secretBindingProblems,
@@ -79,7 +80,7 @@ import {
 } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
-import { Problem } from '../problem/problem';
+import { FieldError, Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
 import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
@@ -1091,20 +1092,31 @@ export class OperationsService {
    * original execution's history stays exactly as it happened.
    */
   /**
-   * 400 `secret_not_bound` when the params name a secret that the allowlist entry of its request's host does not bind
-   * now, as intake refuses it: a retry of one accepted while the binding stood (or failed for it at its send) was made,
-   * and was refused at its send the same way.
+   * 400, as intake refuses them, when the params name a secret that the allowlist entry of its request's host does not
+   * bind now (`secret_not_bound`), or declare a read-back the tenant's `read_back_binding: "bound"` does not count now
+   * (`read_back_unbound`). A retry of one accepted under the settings of its time was made, and was refused at its send
+   * (a secret), or sent and then held for a person because nothing might read it back (a read-back).
    */
-  private async refuseUnboundSecrets(principal: Principal, op: OperationEntity): Promise<void> {
+  private async refuseUnderTenantSettings(principal: Principal, op: OperationEntity): Promise<void> {
     const connector = this.connectors.require(op.connector);
-    if (!connector.settings?.secrets) return;
+    const readBacks = connector.settings?.readBackBinding
+      ? readBackBindingProblems(connector, op.action, op.params)
+      : [];
+    if (!connector.settings?.secrets && readBacks.length === 0) return;
     const settings = await this.connectors.settingsOf({ tenantId: principal.tenantId, connector: op.connector });
-    const allowHosts = this.connectors.callEnvironment({ allowHosts: settings.allowHosts }).tenant?.allowHosts;
-    const problems = secretBindingProblems(connector, op.action, op.params, allowHosts);
-    if (problems.length === 0) return;
-    throw Problem.validation(
-      problems.map((problem) => ({ field: problem.field, rule: 'secret_not_bound', message: problem.message })),
-    );
+    const errors: FieldError[] = [];
+    if (connector.settings?.secrets) {
+      const allowHosts = this.connectors.callEnvironment({ allowHosts: settings.allowHosts }).tenant?.allowHosts;
+      for (const problem of secretBindingProblems(connector, op.action, op.params, allowHosts)) {
+        errors.push({ field: problem.field, rule: 'secret_not_bound', message: problem.message });
+      }
+    }
+    if (settings.readBackBinding === 'bound') {
+      for (const problem of readBacks) {
+        errors.push({ field: problem.field, rule: 'read_back_unbound', message: problem.message });
+      }
+    }
+    if (errors.length > 0) throw Problem.validation(errors);
   }
 
   async retry(principal: Principal, id: string) {
@@ -1122,7 +1134,7 @@ export class OperationsService {
       ['agent_id', original.agentId],
       ['key', op.key],
     ]);
-    await this.refuseUnboundSecrets(principal, op);
+    await this.refuseUnderTenantSettings(principal, op);
     const executionId = newId('exe');
     const operationId = newId('op');
     try {
