@@ -1,6 +1,28 @@
 import { TenantConnectors, secretRedactor } from '@verity/connectors';
 import { FieldError, Problem } from '../problem/problem';
 
+/** A `{{secret:NAME}}` placeholder as the http connector reads one (spaces inside the braces allowed). */
+const SECRET_PLACEHOLDER = /\{\{\s*secret:[A-Za-z0-9_.-]{1,64}\s*\}\}/g;
+
+/**
+ * `value` with each secret placeholder in its strings (and member names) replaced by a NUL, which no secret value holds:
+ * a placeholder names a secret and holds none, so a value that is a part of its text ("secret", letters of a name) is
+ * not found in it, and what stood on either side of it stays apart.
+ */
+function withoutPlaceholders(value: unknown): unknown {
+  if (typeof value === 'string') return value.replace(SECRET_PLACEHOLDER, '\u0000');
+  if (Array.isArray(value)) return value.map(withoutPlaceholders);
+  if (typeof value === 'object' && value !== null) {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [
+        key.replace(SECRET_PLACEHOLDER, '\u0000'),
+        withoutPlaceholders(item),
+      ]),
+    );
+  }
+  return value;
+}
+
 /**
  * The fields (path → value) that hold the value of one of `secrets`, in any spelling redaction knows, as 400
  * `secret_value` errors: secret values are never stored or returned (§10), so a request that would store one is
@@ -15,9 +37,11 @@ export function secretValueErrors(
   if (!secrets || Object.keys(secrets).length === 0) return [];
   const redact = secretRedactor(secrets);
   return fields
-    .filter(
-      ([, value]) => value !== undefined && value !== null && JSON.stringify(redact(value)) !== JSON.stringify(value),
-    )
+    .filter(([, value]) => {
+      if (value === undefined || value === null) return false;
+      const written = withoutPlaceholders(value);
+      return JSON.stringify(redact(written)) !== JSON.stringify(written);
+    })
     .map(([field]) => {
       const instead = hint(field);
       return {
