@@ -55,6 +55,23 @@ describe('what the MCP tools say about an operation', () => {
     expect(refuted).not.toContain('no effect exists');
   });
 
+  // GET /v1/executions/{id} shows such a VERIFIED with commit `unknown` and retry `forbidden`, and counts it among the
+  // uncertain effects (effects.summary `unknown`): the tool's words said "The effect happened" all the same.
+  it('says a VERIFIED contradicted since (a late rejection: retry forbidden) does not settle that this request made the effect', () => {
+    for (const evidence of [undefined, { resolution: {} }]) {
+      const contradicted = op(OperationStatus.VERIFIED, { commit: 'unknown', retry: RetryRule.FORBIDDEN, evidence });
+      expect(contradicted).toMatch(/^VERIFIED\b/);
+      expect(contradicted).toContain('contradicted since');
+      expect(contradicted).toContain('rejected this request');
+      expect(contradicted).toContain('do not retry it (a retry is refused)');
+      expect(contradicted).not.toContain('The effect happened');
+    }
+    // Not contradicted: as before.
+    expect(op(OperationStatus.VERIFIED, { commit: 'committed', retry: RetryRule.NOT_NEEDED })).toContain(
+      'The effect happened; do not repeat it',
+    );
+  });
+
   it('distinguishes a MANUAL_REVIEW held before sending from one that may have happened', () => {
     expect(op(OperationStatus.MANUAL_REVIEW, { commit: 'not_dispatched' })).toContain('before it was ever sent');
     expect(op(OperationStatus.MANUAL_REVIEW)).toContain('it may have happened. Do not retry it');

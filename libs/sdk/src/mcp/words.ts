@@ -40,6 +40,15 @@ export function operationEffect(
       if (op.no_change_required) {
         return 'VERIFIED (no change required): the source already held the requested state, confirmed by reading it; Verity did not cause it and sent nothing.';
       }
+      // A VERIFIED the provider's late rejection contradicts is shown with retry `forbidden` (and commit `unknown`);
+      // the API counts it among the uncertain effects.
+      if (op.retry === RetryRule.FORBIDDEN) {
+        return (
+          `VERIFIED (contradicted since): it was confirmed ${byHuman ? 'by a human reviewer’s resolution' : 'by reading the source'}, ` +
+          'then the provider’s answer came back late and rejected this request. Whether this request made the effect ' +
+          'is not known (what was confirmed may be another writer’s). Do not submit it again; do not retry it (a retry is refused).'
+        );
+      }
       return byHuman
         ? 'VERIFIED: confirmed by a human reviewer’s resolution, with evidence. The effect happened; do not repeat it.'
         : 'VERIFIED: confirmed by reading it back from the source. The effect happened; do not repeat it.';
