@@ -166,6 +166,85 @@ describe('a call that changes nothing, when the API cannot answer it', () => {
   });
 });
 
+describe('the histories, read after the status they are shown with', () => {
+  // The events are read after the execution (or the operation): a change between the two reads (here the reconciler's
+  // VERIFIED) was shown as the operation's history while its status, as GET /v1/executions/{id} answered it, was still
+  // RECONCILING — "RECONCILING … wait" beside "history: … → VERIFIED", one answer saying two things.
+  const operation = {
+    id: 'op_1',
+    execution_id: 'exe_1',
+    key: 'charge',
+    connector: 'sandbox.payments',
+    action: 'charge',
+    status: 'RECONCILING',
+    verification_method: 'read_after_write',
+    no_change_required: false,
+    commit: 'unknown',
+    retry: 'forbidden',
+    terminal_reason: null,
+    failure: null,
+    recovery_obligation: null,
+  };
+  const execution = {
+    id: 'exe_1',
+    status: 'running',
+    effects: { summary: 'unknown', counts: { RECONCILING: 1 } },
+    failure: null,
+    outcome: null,
+    operations: [operation],
+  };
+  const path = [
+    ['PREPARED', 'SENT'],
+    ['SENT', 'UNKNOWN'],
+    ['UNKNOWN', 'RECONCILING'],
+    ['RECONCILING', 'VERIFIED'],
+  ];
+  const events = path.map(([from, to], i) => ({
+    id: `evt_${i + 1}`,
+    seq: i + 1,
+    type: 'operation.status_changed',
+    operation_id: 'op_1',
+    from_status: from,
+    to_status: to,
+  }));
+
+  async function apiAheadOfItsStatus() {
+    const server = createServer((req, res) => {
+      req.resume();
+      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      const body =
+        path === '/v1/executions/exe_1'
+          ? execution
+          : path === '/v1/operations/op_1'
+            ? operation
+            : path === '/v1/executions/exe_1/events'
+              ? { data: events, next_cursor: null }
+              : undefined;
+      res.writeHead(body ? 200 : 404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body ?? {}));
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    return connectMcp(url);
+  }
+
+  it.each([
+    ['get_execution', { execution_id: 'exe_1' }],
+    ['get_operation', { operation_id: 'op_1' }],
+  ])('%s shows each history up to the status it states, never past it', async (name, args) => {
+    const mcp = await apiAheadOfItsStatus();
+    const result = await mcp.call(name, args);
+    expect(result.isError).toBeFalsy();
+    const text = textOf(result);
+    expect(text).toContain('PREPARED → SENT → UNKNOWN → RECONCILING');
+    expect(text).not.toContain('VERIFIED');
+    const structured = result.structuredContent as {
+      report: { history?: string[]; operations?: { history?: string[] }[] };
+    };
+    const history = structured.report.history ?? structured.report.operations?.[0].history;
+    expect(history).toEqual(['PREPARED', 'SENT', 'UNKNOWN', 'RECONCILING']);
+  });
+});
+
 describe('a subscribed execution whose stream ends while it can still change', () => {
   for (const reason of ['deadline', 'key_revoked'] as const) {
     it(`says the updates stopped when the stream ends with reason ${reason}, never falls silent`, async () => {

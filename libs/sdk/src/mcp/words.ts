@@ -105,6 +105,18 @@ export function operationHistories(
   return paths;
 }
 
+/**
+ * An operation's history as of the status it is shown with. The events are read after the execution or the operation
+ * (there is no cursor to read them as of that moment): a change between the two reads was shown as its history while
+ * its status, as the API answered it, was still the one before — "RECONCILING … wait" beside "→ VERIFIED". The path
+ * ends at the last time it took that status; a path that never reached it (cut by the bound) is left as read.
+ */
+export function historyAsOf(status: string, history: string[] | undefined): string[] | undefined {
+  if (!history) return history;
+  const at = history.lastIndexOf(status);
+  return at < 0 ? history : history.slice(0, at + 1);
+}
+
 export interface OperationVerdict {
   id: string;
   key: string;
@@ -135,7 +147,8 @@ export function executionReport(execution: Execution, histories?: Map<string, st
   };
 }
 
-export function operationVerdict(op: Operation, history?: string[]): OperationVerdict {
+export function operationVerdict(op: Operation, read?: string[]): OperationVerdict {
+  const history = historyAsOf(op.status, read);
   return {
     id: op.id,
     key: op.key,
@@ -158,13 +171,14 @@ export function describeExecution(execution: Execution, histories?: Map<string, 
   lines.push('Operations (each one’s effect in the world, stated separately):');
   for (const op of execution.operations) {
     lines.push(`- ${operationLine(op)}`);
-    const history = histories?.get(op.id);
+    const history = historyAsOf(op.status, histories?.get(op.id));
     if (history && history.length > 1) lines.push(`  history: ${history.join(' → ')}`);
   }
   return lines.join('\n');
 }
 
-export function describeOperation(op: OperationDetail, history?: string[]): string {
+export function describeOperation(op: OperationDetail, read?: string[]): string {
+  const history = historyAsOf(op.status, read);
   const lines = [operationLine(op)];
   if (history && history.length > 1) lines.push(`History: ${history.join(' → ')}`);
   if (op.terminal_reason) lines.push(`Terminal reason: ${op.terminal_reason}.`);
