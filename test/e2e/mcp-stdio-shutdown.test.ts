@@ -109,6 +109,59 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
     expect(api.held.posts).toBe(1);
   });
 
+  // A wait runs for up to 50 s and changes nothing: held for the grace (10 s), it was never answered — the process
+  // exited under it, and the host's client learnt nothing of the execution it was following.
+  it('ends a wait in flight at once with the current state (not settled), then exits 0 without the grace', async () => {
+    const streams: ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      if (path === '/v1/executions/exe_waiting/stream') {
+        // Open, and nothing ever happens on it: the execution does not settle.
+        res.writeHead(200, { 'content-type': 'text/event-stream' }).write(': open\n\n');
+        streams.push(res);
+        return;
+      }
+      const body =
+        path === '/v1/executions/exe_waiting'
+          ? { ...execution, id: 'exe_waiting' }
+          : path === '/v1/executions/exe_waiting/events'
+            ? { data: [], next_cursor: null }
+            : undefined;
+      res.writeHead(body ? 200 : 404, { 'content-type': 'application/json' }).end(JSON.stringify(body ?? {}));
+    });
+    const api = closeAfterTest(await listenLocally(server));
+    const stdio = startStdio(api.url);
+    child = stdio.child;
+    await initialized(stdio);
+    stdio.send({
+      id: 2,
+      method: 'tools/call',
+      params: { name: 'wait_for_execution', arguments: { execution_id: 'exe_waiting', timeout_seconds: 50 } },
+    });
+    await waitUntil(() => streams.length > 0);
+
+    const stopping = Date.now();
+    stdio.child.kill('SIGTERM');
+    const exited = await stdio.exited;
+    for (const stream of streams) stream.destroy();
+    expect(exited).toEqual({ code: 0, signal: null });
+    // Well within the grace the requests in flight are given (SHUTDOWN_GRACE_MS, 10 s): nothing waited it out.
+    expect(Date.now() - stopping).toBeLessThan(8_000);
+    const answer = stdio.lines.find((l) => l.id === 2) as {
+      result?: { isError?: boolean; content: { text: string }[]; structuredContent?: Record<string, unknown> };
+    };
+    expect(answer?.result?.isError).toBeFalsy();
+    expect(answer.result?.content[0].text).toMatch(/^The MCP server is stopping/);
+    expect(answer.result?.content[0].text).toContain('call wait_for_execution again');
+    expect(answer.result?.content[0].text).toContain('never submit the execution again');
+    expect(answer.result?.structuredContent).toMatchObject({
+      stopped: true,
+      timed_out: false,
+      report: { execution_id: 'exe_waiting', settled: false },
+    });
+  });
+
   it('with nothing in flight, exits 0 at once', async () => {
     const api = await holdingApi();
     const stdio = startStdio(api.url);

@@ -99,6 +99,11 @@ export interface VerityMcp {
   server: McpServer;
   /** Stops following subscribed executions. */
   close(): void;
+  /**
+   * The server is stopping: every wait_for_execution in flight (and any started after) ends now and answers with the
+   * execution's current state, saying why, instead of holding the stop for up to its 50 s and being cut off unanswered.
+   */
+  stopWaits(): void;
 }
 
 /**
@@ -198,6 +203,7 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         ),
       callAgain,
     );
+  const stopping = new AbortController();
   const server = new VerityMcpServer(
     { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
     {
@@ -309,10 +315,11 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
         const progress = progressReporter(extra as ToolExtra);
         let execution: Execution;
         let timedOut = false;
+        let stopped = false;
         try {
           execution = await dx.waitForSettled(execution_id, {
             timeoutMs,
-            signal: extra.signal,
+            signal: AbortSignal.any([extra.signal, stopping.signal]),
             onEvent: (event) => {
               if (event.type !== 'operation.status_changed' && event.type !== 'execution.status_changed') return;
               const subject = event.operation_id ? `operation ${event.operation_id}` : 'execution';
@@ -320,19 +327,27 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
             },
           });
         } catch (error) {
-          if (!(error instanceof VerityTimeoutError)) throw error;
-          timedOut = true;
+          if (error instanceof VerityTimeoutError) timedOut = true;
+          // Ended by the server's stop, not by the client: the current state, read below, is the answer.
+          else if (stopping.signal.aborted && !extra.signal.aborted) stopped = true;
+          else throw error;
         }
-        const head = timedOut
-          ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
-          : undefined;
+        const head = stopped
+          ? 'The MCP server is stopping, so the wait ended early; this is the current state. If it is not settled, ' +
+            'call wait_for_execution again once the server runs to keep waiting; never submit the execution again.'
+          : timedOut
+            ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
+            : undefined;
         // The state and its histories, read after the wait under a bound of their own that the wait leaves room for:
         // under the read bound (50 s) on top of a 50 s wait, the answer came after the client had given up.
         return read(
           extra.signal,
           async (signal) => {
-            const current = timedOut ? await dx.get(execution_id, { signal }) : execution;
-            return executionResult(current, await histories(execution_id, signal), head, { timed_out: timedOut });
+            const current = timedOut || stopped ? await dx.get(execution_id, { signal }) : execution;
+            return executionResult(current, await histories(execution_id, signal), head, {
+              timed_out: timedOut,
+              ...(stopped ? { stopped: true } : {}),
+            });
           },
           CALL_AGAIN.wait,
           waitReadTimeoutMs,
@@ -505,6 +520,9 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
     close() {
       for (const controller of followers.values()) controller.abort();
       followers.clear();
+    },
+    stopWaits() {
+      stopping.abort();
     },
   };
 }
