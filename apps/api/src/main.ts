@@ -46,6 +46,7 @@ import { StreamService } from './stream/stream.service';
 import { CONSOLE_ROUTE, mountConsole } from './console';
 import { refuseReadBody } from './http/no-body';
 import { McpOriginCheck } from './mcp/mcp-origin';
+import { McpWaits } from './mcp/mcp-waits';
 
 async function bootstrap(): Promise<void> {
   const { config, logger } = startProcess('api');
@@ -165,6 +166,8 @@ async function bootstrap(): Promise<void> {
   onShutdown(
     logger,
     async () => {
+      // The MCP waits first, while the API still answers the read of the state each one answers with (McpWaits).
+      await app.get(McpWaits).stopAll();
       app.get(StreamService).closeAll();
       // server.close() (in app.close) closes the connections idle at that moment and waits for every other one. A
       // request still running at SIGTERM leaves its keep-alive connection open after its answer, and a client holds

@@ -4,6 +4,7 @@ import type { Logger, RedisClient, VerityConfig } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { McpCancellations } from './mcp-cancellations';
 import { McpInFlight } from './mcp-in-flight';
+import { McpWaits } from './mcp-waits';
 import { McpController } from './mcp.controller';
 
 /**
@@ -27,7 +28,10 @@ function setup(address: () => unknown = () => ({ address: '127.0.0.1', port: 1, 
   const tracked = () => (cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size;
   // The key's places in flight: given back with everything else.
   const held = () => (inFlight as unknown as { held: Map<string, number> }).held.get('key_1') ?? 0;
-  return { controller: new McpController(adapterHost, cancellations, inFlight), tracked, held };
+  const waits = new McpWaits();
+  // The MCP servers a stop would end the waits of: forgotten with everything else.
+  const serving = () => (waits as unknown as { serving: Set<unknown> }).serving.size;
+  return { controller: new McpController(adapterHost, cancellations, inFlight, waits), tracked, held, serving };
 }
 
 /** A POST /mcp calling one tool, as an MCP client sends it, over a socket `destroyed` or not. */
@@ -51,7 +55,7 @@ function toolCall(id: number, name: string, args: Record<string, unknown>, destr
 
 describe('McpController: a request whose client left before the handler ran', () => {
   it('leaves nothing tracked and answers nobody', async () => {
-    const { controller, tracked, held } = setup();
+    const { controller, tracked, held, serving } = setup();
     const req = toolCall(7, 'list_connectors', {}, true);
     const written: unknown[] = [];
     const res = Object.assign(new EventEmitter(), {
@@ -69,6 +73,7 @@ describe('McpController: a request whose client left before the handler ran', ()
 
     expect(tracked()).toBe(0);
     expect(held()).toBe(0);
+    expect(serving()).toBe(0);
     expect(written).toEqual([]);
   });
 });
@@ -86,7 +91,7 @@ describe('McpController: which requests a cancellation may stop', () => {
     ['submit_execution', { operations: [] }, 0],
     ['cancel_execution', { execution_id: 'exe_1' }, 0],
   ])('%s', async (name, args, expected) => {
-    const { controller, tracked, held } = setup();
+    const { controller, tracked, held, serving } = setup();
     const req = toolCall(3, name, args, false);
     const res = Object.assign(new EventEmitter(), { closed: false, destroyed: false }) as unknown as Response;
     // The stand-in response cannot be written to: the transport's complaint about it is not this test's concern.
@@ -95,11 +100,13 @@ describe('McpController: which requests a cancellation may stop', () => {
     const handled = controller.post(req, res).catch(() => undefined);
     expect(tracked()).toBe(expected);
     expect(held()).toBe(1);
+    expect(serving()).toBe(1);
     res.emit('close');
     await handled;
     quiet.mockRestore();
     expect(tracked()).toBe(0);
     expect(held()).toBe(0);
+    expect(serving()).toBe(0);
   });
 });
 

@@ -19,6 +19,7 @@ import { JSON_RPC_CODE, JsonRpcId, MCP_PATH, refuseBody, sendJsonRpcError } from
 import { NOT_ACCEPTABLE, acceptRefusal, normaliseAccept } from './mcp-accept';
 import { McpCancellations } from './mcp-cancellations';
 import { McpInFlight, McpInFlightBound } from './mcp-in-flight';
+import { McpWaits } from './mcp-waits';
 import { MCP_REQUEST_HEADERS } from './mcp-origin';
 
 /**
@@ -64,6 +65,7 @@ export class McpController {
     private readonly adapterHost: HttpAdapterHost,
     private readonly cancellations: McpCancellations,
     private readonly inFlight: McpInFlight,
+    private readonly waits: McpWaits,
   ) {}
 
   @Post()
@@ -241,7 +243,7 @@ export class McpController {
       );
     }
     const release = places?.release ?? (() => undefined);
-    const forget: (() => void)[] = [release];
+    const forget: (() => void)[] = [release, this.waits.serve(mcp)];
     if (keyId !== undefined) {
       for (const message of messages) {
         // Only calls that change nothing: the match is by key and id, and clients sharing a key count their ids

@@ -102,8 +102,9 @@ export interface VerityMcp {
   /**
    * The server is stopping: every wait_for_execution in flight (and any started after) ends now and answers with the
    * execution's current state, saying why, instead of holding the stop for up to its 50 s and being cut off unanswered.
+   * Resolves once those in flight have their answers (the read of the state is bounded by waitReadTimeoutMs).
    */
-  stopWaits(): void;
+  stopWaits(): Promise<void>;
 }
 
 /**
@@ -204,6 +205,8 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       callAgain,
     );
   const stopping = new AbortController();
+  /** The answers of the waits in flight, which stopWaits awaits. */
+  const waits = new Set<Promise<unknown>>();
   const server = new VerityMcpServer(
     { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION, title: 'Verity' },
     {
@@ -309,8 +312,8 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       }),
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
-    async ({ execution_id, timeout_seconds }, extra) =>
-      guarded(async () => {
+    async ({ execution_id, timeout_seconds }, extra) => {
+      const answer = guarded(async () => {
         const timeoutMs = (timeout_seconds ?? DEFAULT_WAIT_SECONDS) * 1000;
         const progress = progressReporter(extra as ToolExtra);
         let execution: Execution;
@@ -352,7 +355,11 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
           CALL_AGAIN.wait,
           waitReadTimeoutMs,
         );
-      }, CALL_AGAIN.wait),
+      }, CALL_AGAIN.wait);
+      waits.add(answer);
+      void answer.catch(() => undefined).finally(() => waits.delete(answer));
+      return answer;
+    },
   );
 
   server.registerTool(
@@ -521,8 +528,9 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
       for (const controller of followers.values()) controller.abort();
       followers.clear();
     },
-    stopWaits() {
+    async stopWaits() {
       stopping.abort();
+      await Promise.allSettled([...waits]);
     },
   };
 }

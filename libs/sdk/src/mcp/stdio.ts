@@ -99,7 +99,7 @@ async function main(): Promise<void> {
     process.stdin.pause();
     // A wait changes nothing and could hold the stop for up to 50 s, past the grace, unanswered: it answers now with
     // the current state. A submission or a cancel is given the grace to answer.
-    mcp.stopWaits();
+    void mcp.stopWaits();
     const inFlight = answers.count();
     if (inFlight > 0) process.stderr.write(`verity-mcp: ${why}: answering ${inFlight} request(s) in flight first\n`);
     const grace = new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref());

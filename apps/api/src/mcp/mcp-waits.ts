@@ -1,0 +1,30 @@
+import { Injectable } from '@nestjs/common';
+import type { VerityMcp } from '@verity/sdk/mcp';
+
+/**
+ * The MCP servers answering requests in this process, so that a stop ends their waits first. A wait_for_execution runs
+ * for up to 50 s and changes nothing; at SIGTERM the API ended the stream it followed, the wait tried the API again as
+ * it closed, and its answer was "no answer from Verity" (connection refused). Stopped before anything else closes
+ * (main.ts), each wait reads the execution's current state while the API still answers, and says the server is
+ * stopping: the client has the state, and calls again (another API process serves it).
+ */
+@Injectable()
+export class McpWaits {
+  private readonly serving = new Set<VerityMcp>();
+  private stopping = false;
+
+  /** Notes a server; returns what forgets it (when its response has closed). A server made while stopping stops at once. */
+  serve(mcp: VerityMcp): () => void {
+    this.serving.add(mcp);
+    if (this.stopping) void mcp.stopWaits();
+    return () => {
+      this.serving.delete(mcp);
+    };
+  }
+
+  /** Ends every wait in flight, and any started after; resolves once those in flight have their answers. */
+  async stopAll(): Promise<void> {
+    this.stopping = true;
+    await Promise.allSettled([...this.serving].map((mcp) => mcp.stopWaits()));
+  }
+}
