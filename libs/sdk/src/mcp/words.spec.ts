@@ -24,6 +24,16 @@ describe('what the MCP tools say about an operation', () => {
     }
   });
 
+  // The reconciler never reads the source of an operation without read-back (verification_method ""): an UNKNOWN one
+  // is held for a reviewer (status model decideReconcileStart). The words promised a read of the source all the same.
+  it('says an UNKNOWN operation without read-back goes to a human, not to a read of the source', () => {
+    const held = op(OperationStatus.UNKNOWN, { verification_method: '' });
+    expect(held).toContain('UNKNOWN: it may have happened; do not retry it');
+    expect(held).not.toContain('from the source');
+    expect(held).toContain('a human reviewer decides (MANUAL_REVIEW)');
+    expect(op(OperationStatus.UNKNOWN)).toContain('Verity is determining the outcome from the source');
+  });
+
   it('never lets ACKNOWLEDGED read as proof, and says when it is final', () => {
     expect(op(OperationStatus.ACKNOWLEDGED)).toContain('ACKNOWLEDGED is not proof');
     const final = op(OperationStatus.ACKNOWLEDGED, { verification_method: '' });

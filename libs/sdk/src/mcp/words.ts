@@ -53,7 +53,10 @@ export function operationEffect(
         ? 'VERIFIED: confirmed by a human reviewer’s resolution, with evidence. The effect happened; do not repeat it.'
         : 'VERIFIED: confirmed by reading it back from the source. The effect happened; do not repeat it.';
     case OperationStatus.UNKNOWN:
-      return 'UNKNOWN: it may have happened; do not retry it. Verity is determining the outcome from the source; wait.';
+      // Without read-back nothing reads the source: the reconciler holds it for a reviewer (decideReconcileStart).
+      return op.verification_method === ''
+        ? 'UNKNOWN: it may have happened; do not retry it. Nothing can read it back, so a human reviewer decides (MANUAL_REVIEW); wait.'
+        : 'UNKNOWN: it may have happened; do not retry it. Verity is determining the outcome from the source; wait.';
     case OperationStatus.RECONCILING:
       return 'RECONCILING: Verity is reading the source to learn whether it happened. It may have happened; do not retry it; wait.';
     case OperationStatus.FAILED:
