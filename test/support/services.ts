@@ -138,6 +138,21 @@ export async function clearRedisPrefix(prefix: string): Promise<void> {
       if (keys.length) await redis.del(...keys);
     } while (cursor !== '0');
   } finally {
-    redis.disconnect();
+    await closeRedis(redis);
   }
+}
+
+/**
+ * Disconnects `redis` and resolves once its socket is closed: `disconnect()` returns while the socket is still open
+ * (and ioredis keeps a timer to destroy it), so a test file that only called it ended with both still open.
+ */
+export async function closeRedis(redis: IORedis): Promise<void> {
+  // Only a connection with a socket ends with 'end' after disconnect(); one still connecting or waiting to reconnect
+  // is closed by disconnect() itself.
+  const ended =
+    redis.status === 'connect' || redis.status === 'ready'
+      ? new Promise((resolve) => redis.once('end', resolve))
+      : undefined;
+  redis.disconnect();
+  await ended;
 }

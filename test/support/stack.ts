@@ -4,7 +4,14 @@ import { existsSync } from 'node:fs';
 import { JobProducer } from '@verity/queues';
 import IORedis from 'ioredis';
 import { dirname, join } from 'node:path';
-import { clearRedisPrefix, createTestDatabase, TEST_REDIS_URL, TestDatabase, testQueuePrefix } from './services';
+import {
+  clearRedisPrefix,
+  closeRedis,
+  createTestDatabase,
+  TEST_REDIS_URL,
+  TestDatabase,
+  testQueuePrefix,
+} from './services';
 import { freePort } from '../../scripts/local-services';
 import { AppName, appNodeArgs } from '../../libs/platform/src/runtime';
 import { unwatchApi, watchApi } from './openapi-validator';
@@ -90,6 +97,8 @@ export class Stack {
   env: Record<string, string> = {};
   private readonly watched: string[] = [];
   private queueLink?: Promise<QueueLink>;
+  /** Each app's 'close': its process has exited and its output pipes are closed. */
+  private readonly closed = new Map<RunningApp, Promise<unknown>>();
 
   static async start(options: StackOptions): Promise<Stack> {
     const stack = new Stack();
@@ -206,10 +215,12 @@ export class Stack {
     child.stdout?.on('data', collect);
     child.stderr?.on('data', collect);
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    const closed = new Promise((resolve) => child.on('close', resolve));
     const index = this.apps.filter((a) => a.name === name).length;
     const app: RunningApp = { name, index, child, output, warnings, exited };
     if (opsPort && opsPort !== '0') app.opsUrl = `http://127.0.0.1:${opsPort}`;
     this.apps.push(app);
+    this.closed.set(app, closed);
     await waitForReady(app, name === 'api' ? extraEnv.PORT : undefined);
     // Every later response of this API is checked against the document it serves (test/support/openapi-validator.ts).
     if (name === 'api' && extraEnv.PORT) {
@@ -232,19 +243,25 @@ export class Stack {
   async stop(): Promise<void> {
     const link = await this.queueLink?.catch(() => undefined);
     await link?.producer.close().catch(() => undefined);
-    link?.redis.disconnect();
-    for (const app of this.apps) {
-      if (app.child.exitCode === null && app.child.signalCode === null) {
-        app.child.kill('SIGCONT');
-        app.child.kill('SIGTERM');
-      }
+    if (link) await closeRedis(link.redis);
+    const stopping = this.apps.filter((app) => app.child.exitCode === null && app.child.signalCode === null);
+    for (const app of stopping) {
+      app.child.kill('SIGCONT');
+      app.child.kill('SIGTERM');
     }
+    // Every app's process and its output pipes closed before the next step: one killed without waiting for it left
+    // its handles open in the test file after stop().
     await Promise.all(
-      this.apps.map((app) =>
-        Promise.race([app.exited, new Promise((r) => setTimeout(r, 10_000).unref())]).then(() => {
-          if (app.child.exitCode === null && app.child.signalCode === null) app.child.kill('SIGKILL');
-        }),
-      ),
+      this.apps.map(async (app) => {
+        let timer: NodeJS.Timeout | undefined;
+        const inTime = await Promise.race([
+          app.exited.then(() => true),
+          new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 10_000))),
+        ]);
+        clearTimeout(timer);
+        if (!inTime) app.child.kill('SIGKILL');
+        await this.closed.get(app);
+      }),
     );
     for (const origin of this.watched) unwatchApi(origin);
     await this.db?.drop().catch(() => undefined);
