@@ -7,7 +7,8 @@ const moduleNameMapper = {
 };
 const transform = { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] };
 module.exports = {
-  testEnvironment: 'node',
+  // The node environment, and at the end of each file a check that it closed what it opened (test/support/test-environment.ts).
+  testEnvironment: '<rootDir>/test/support/test-environment.ts',
   moduleFileExtensions: ['ts', 'js', 'json'],
   rootDir: '.',
   testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/test/**/*.test.ts'],
