@@ -7,7 +7,8 @@ const moduleNameMapper = {
 };
 const transform = { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] };
 module.exports = {
-  // The node environment, and at the end of each file a check that it closed what it opened (test/support/test-environment.ts).
+  // The node environment, and at the end of each file a check that it closed what it opened
+  // (test/support/test-environment.ts).
   testEnvironment: '<rootDir>/test/support/test-environment.ts',
   moduleFileExtensions: ['ts', 'js', 'json'],
   rootDir: '.',
@@ -20,6 +21,13 @@ module.exports = {
   // Three on two cores: a test file spends much of its time waiting on its stack's timers (settle windows, sweeps,
   // job locks); with two workers a CI run left the cores 10–35 % idle.
   maxWorkers: 3,
+  // How long jest waits for a worker to exit at the end of a run before it kills it and warns "A worker process has
+  // failed to exit gracefully". Its 500 ms is less than a worker of the e2e files takes to end with nothing left
+  // open: its event loop is empty 1–50 ms after jest asks it to stop, then Node disposes of V8's heap (~200 MB, one
+  // munmap and TLB flush per page: ~150 ms of CPU), which took 0.4–1.9 s on two cores shared at load 8–24. What a test
+  // file leaves open is found by the file's own check instead (test/support/test-environment.ts), and a worker that
+  // exits sooner is not waited for.
+  workerGracefulExitTimeout: 5000,
   // Every response from a test stack's API is checked against its /docs-json (a no-op where no Stack runs).
   setupFilesAfterEnv: ['<rootDir>/test/support/validate-responses.ts'],
 };
