@@ -1198,6 +1198,48 @@ describe('TransitionService (real Postgres)', () => {
     });
   });
 
+  it('a move that reads the clock and whose compare-and-set is already lost takes no row lock: it answers lost without waiting for a holder of the execution', async () => {
+    // The stamp taken after the locks locked the operation's and the execution's rows by id alone: a SENT whose
+    // status no longer matched (a cancel, another worker's send) waited for a writer holding the execution, and held
+    // both rows to its transaction's end, though it wrote nothing.
+    const { executionId, operationId } = await newExecutionWithOneOperation();
+    await db.dataSource.query(
+      `WITH e AS (UPDATE executions SET status = 'running' WHERE id = $2)
+       UPDATE operations SET status = 'ACKNOWLEDGED', attempt = 1 WHERE id = $1`,
+      [operationId, executionId],
+    );
+    const lostMoves = [
+      () =>
+        transitions.operation(db.dataSource.manager, {
+          operation: snapshot(operationId),
+          to: OperationStatus.SENT,
+          bumpAttempt: true,
+          sendGuard: dispatchGuard,
+          patch: { sent_at: 'now' },
+        }),
+      () =>
+        transitions.operation(db.dataSource.manager, {
+          operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 1 },
+          to: OperationStatus.ACKNOWLEDGED,
+          patch: { acknowledged_at: 'now' },
+        }),
+    ];
+    for (const lost of lostMoves) {
+      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+        let answered = false;
+        const moving = lost().finally(() => (answered = true));
+        moving.catch(() => undefined);
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        const answeredWhileHeld = answered;
+        await holder.commitTransaction();
+        expect((await moving).won).toBe(false);
+        expect(answeredWhileHeld).toBe(true);
+      });
+    }
+  });
+
   it('decide: an approval naming the request it answers is written only while that request is the one on the row', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const requested = (at: string) =>
