@@ -413,4 +413,45 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
       await held?.close();
     }
   }, 60_000);
+
+  it('a second delete waiting for a message on its way when its API is told to stop is answered 404 after it, the first 204, then exit 0', async () => {
+    // The 404 of a delete that found the endpoint gone waits as the 204 does, also through SIGTERM: neither is cut nor
+    // answered early, and the process exits 0 once both have answered.
+    const { app: api, url } = await stack.startApiApp();
+    const waitsLogged = () =>
+      api.output.join('').split('"msg":"webhook endpoint gone: waiting for its sends under way').length - 1;
+    let held: Awaited<ReturnType<typeof messageHeldOnTheWire>> | undefined;
+    try {
+      held = await messageHeldOnTheWire('/on-the-wire-twice-at-stop', 'wh-delete-twice-at-stop');
+      const { endpoint } = held;
+      const first = timedDelete(url, endpoint.id);
+      await waitFor(
+        async () => endpointGone(endpoint.id),
+        (gone) => gone,
+        20_000,
+        20,
+      );
+      const second = timedDelete(url, endpoint.id);
+      await waitFor(
+        async () => second.answeredAt() !== null || waitsLogged() > 0,
+        (done) => done,
+        20_000,
+        20,
+      );
+      expect(second.answeredAt()).toBeNull();
+      api.child.kill('SIGTERM');
+      await waitFor(
+        async () => api.output.join('').includes('shutting down'),
+        (said) => said,
+      );
+      expect([first.answeredAt(), second.answeredAt()]).toEqual([null, null]);
+      await releaseAndExpectArrivalBeforeAnswer(held, first);
+      expect((await second.answer).status).toBe(404);
+      expect(held.arrivals[0]).toBeLessThan(second.answeredAt()!);
+      expect(await api.exited).toBe(0);
+    } finally {
+      if (api.child.exitCode === null && api.child.signalCode === null) await stack.kill(api);
+      await held?.close();
+    }
+  }, 60_000);
 });
