@@ -65,6 +65,28 @@ describe('what the MCP tools say about an operation', () => {
     expect(refuted).not.toContain('no effect exists');
   });
 
+  // A retry made on the word of a FAILED that was contradicted since (the one it retries, or one up its chain) shows retry
+  // `forbidden` though its own commit is what its status says (operationRetryRule's retryRefuted): a CANCELLED one
+  // (cancelled `retry_refuted` before it was sent) was told "A retry is allowed", which POST .../retry refuses (409), and
+  // a FAILED one "contradicted since … It may have happened", though its own commit is `rejected`.
+  it('says a retry whose chain holds a FAILED contradicted since allows no retry, without calling its own outcome contradicted', () => {
+    const cancelled = op(OperationStatus.CANCELLED, { commit: 'not_dispatched', retry: RetryRule.FORBIDDEN });
+    expect(cancelled).toMatch(/^CANCELLED: /);
+    expect(cancelled).not.toContain('A retry is allowed');
+    expect(cancelled).toContain('do not retry it (a retry is refused)');
+    expect(cancelled).toContain('may exist');
+    const failed = op(OperationStatus.FAILED, { commit: 'rejected', retry: RetryRule.FORBIDDEN });
+    expect(failed).toMatch(/^FAILED: /);
+    expect(failed).not.toContain('A retry is allowed');
+    expect(failed).not.toContain('It may have happened');
+    expect(failed).toContain('do not retry it (a retry is refused)');
+    expect(failed).toContain('may exist');
+    // Without the refutation, as before.
+    expect(op(OperationStatus.CANCELLED, { commit: 'not_dispatched', retry: RetryRule.SAFE })).toContain(
+      'A retry is allowed',
+    );
+  });
+
   // GET /v1/executions/{id} shows such a VERIFIED with commit `unknown` and retry `forbidden`, and counts it among the
   // uncertain effects (effects.summary `unknown`): the tool's words said "The effect happened" all the same.
   it('says a VERIFIED contradicted since (a late rejection: retry forbidden) does not settle that this request made the effect', () => {

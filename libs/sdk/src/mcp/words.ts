@@ -17,6 +17,12 @@ export const RULES =
   'VERIFIED means confirmed by reading it back from the source. Only FAILED and CANCELLED operations may be ' +
   'retried, and a retry is a new operation.';
 
+/** What a retry made on the word of a FAILED refuted since is told (retry `forbidden`, its own commit unchanged). */
+const REFUTED_CHAIN =
+  'it is a retry of a FAILED (or of one up its chain of retries) that was contradicted since — the provider then ' +
+  'accepted that request, or its source showed the effect — so the effect may exist already. Do not submit it again; ' +
+  'do not retry it (a retry is refused).';
+
 /** One sentence on one operation's effect in the world, with what the agent may do about it. */
 export function operationEffect(
   op: Pick<Operation, 'status' | 'verification_method' | 'no_change_required' | 'commit'> & {
@@ -60,6 +66,11 @@ export function operationEffect(
     case OperationStatus.RECONCILING:
       return 'RECONCILING: Verity is reading the source to learn whether it happened. It may have happened; do not retry it; wait.';
     case OperationStatus.FAILED:
+      // A retry made on the word of a FAILED refuted since (operationRetryRule's retryRefuted): its own "no effect"
+      // stands (commit `rejected`), but a retry of it rests on the refuted word, and is refused.
+      if (op.retry === RetryRule.FORBIDDEN && op.commit === 'rejected') {
+        return `FAILED: no effect exists from this request, but ${REFUTED_CHAIN}`;
+      }
       // A FAILED refuted since (a late 2xx, or a later read that showed the effect) is shown with retry `forbidden`.
       if (op.retry === RetryRule.FORBIDDEN) {
         return (
@@ -78,6 +89,10 @@ export function operationEffect(
         ? 'MANUAL_REVIEW: the effect happened but needs a human (what was read back does not match what was requested). Do not retry it; a reviewer resolves it.'
         : 'MANUAL_REVIEW: held for a human; it may have happened. Do not retry it; a reviewer resolves it with evidence.';
     case OperationStatus.CANCELLED:
+      // A retry cancelled (or made) on the word of a FAILED refuted since: retry `forbidden` (retryRefuted).
+      if (op.retry === RetryRule.FORBIDDEN) {
+        return `CANCELLED: cancelled before it was ever sent; Verity caused no effect through it, but ${REFUTED_CHAIN}`;
+      }
       return 'CANCELLED: cancelled before it was ever sent; Verity caused no effect. A retry is allowed and would be a new operation.';
   }
 }
