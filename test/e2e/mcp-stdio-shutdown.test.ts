@@ -162,6 +162,47 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
     });
   });
 
+  // A host that quits closes both pipes. The wait then answered at once (above), into an output nobody reads: the write
+  // failed with EPIPE, nothing listened for the error on stdout, and the process crashed with exit 1 and a stack trace.
+  it('exits 0 when the host closes its output and input with a wait in flight (no crash on EPIPE)', async () => {
+    const streams: ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      const path = new URL(req.url ?? '/', 'http://x').pathname;
+      if (path === '/v1/executions/exe_waiting/stream') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' }).write(': open\n\n');
+        streams.push(res);
+        return;
+      }
+      const body =
+        path === '/v1/executions/exe_waiting'
+          ? { ...execution, id: 'exe_waiting' }
+          : path === '/v1/executions/exe_waiting/events'
+            ? { data: [], next_cursor: null }
+            : undefined;
+      res.writeHead(body ? 200 : 404, { 'content-type': 'application/json' }).end(JSON.stringify(body ?? {}));
+    });
+    const api = closeAfterTest(await listenLocally(server));
+    const stdio = startStdio(api.url);
+    child = stdio.child;
+    await initialized(stdio);
+    stdio.send({
+      id: 2,
+      method: 'tools/call',
+      params: { name: 'wait_for_execution', arguments: { execution_id: 'exe_waiting', timeout_seconds: 50 } },
+    });
+    await waitUntil(() => streams.length > 0);
+
+    const stopping = Date.now();
+    stdio.child.stdout!.destroy();
+    stdio.child.stdin!.end();
+    const exited = await stdio.exited;
+    for (const stream of streams) stream.destroy();
+    expect([exited, stdio.stderr()]).toEqual([{ code: 0, signal: null }, expect.not.stringContaining('EPIPE')]);
+    // Without the grace (10 s): the answer nobody can read is not waited for.
+    expect(Date.now() - stopping).toBeLessThan(8_000);
+  });
+
   it('with nothing in flight, exits 0 at once', async () => {
     const api = await holdingApi();
     const stdio = startStdio(api.url);

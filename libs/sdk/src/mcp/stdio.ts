@@ -20,9 +20,13 @@ export const SHUTDOWN_GRACE_MS = 10_000;
 
 /**
  * The ids of the client's requests not answered yet, kept by wrapping a connected transport (outermost): `idle()`
- * resolves once none is left. A request the client cancels is answered by nobody, so it leaves the set too.
+ * resolves once none is left. A request the client cancels is answered by nobody, so it leaves the set too. Once
+ * `readable()` says nobody reads the output any more, an answer is not written: its request is done all the same.
  */
-function trackAnswers(transport: Transport): { count: () => number; idle: () => Promise<void> } {
+function trackAnswers(
+  transport: Transport,
+  readable: () => boolean,
+): { count: () => number; idle: () => Promise<void> } {
   const pending = new Set<string | number>();
   let wake: (() => void) | undefined;
   const forget = (id: unknown) => {
@@ -37,7 +41,7 @@ function trackAnswers(transport: Transport): { count: () => number; idle: () => 
   };
   const send = transport.send.bind(transport);
   transport.send = async (message, options) => {
-    await send(message, options);
+    if (readable()) await send(message, options);
     const m = message as { id?: unknown; method?: unknown };
     if (m.method === undefined && m.id !== undefined) forget(m.id);
   };
@@ -88,7 +92,8 @@ async function main(): Promise<void> {
     process.exit(0);
   };
   await mcp.server.connect(transport);
-  const answers = trackAnswers(transport);
+  let outputClosed = false;
+  const answers = trackAnswers(transport, () => !outputClosed);
   // SIGTERM, SIGINT or the end of stdin (how an MCP host ends a stdio server): no request is read any more, those in
   // flight answer (a submission's answer carries the execution and its idempotency key) for up to SHUTDOWN_GRACE_MS,
   // then the process exits 0. Node's default for the signals killed it at once, answers and all.
@@ -105,6 +110,13 @@ async function main(): Promise<void> {
     const grace = new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref());
     void Promise.race([answers.idle(), grace]).then(() => mcp.server.close());
   };
+  // A host that quits closes our output with our input: an answer written then (a wait stopped above answers at once)
+  // failed with EPIPE, unheard, and the process crashed with exit 1. Nobody reads the answers any more: it stops as at
+  // the end of its input, the requests in flight end without writing theirs, and it exits 0.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    outputClosed = true;
+    stop(`output closed (${error.code ?? error.message})`);
+  });
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   process.stdin.on('end', () => stop('end of input'));
