@@ -25,7 +25,10 @@ describe('secretValueErrors: fields that would store one of the tenant’s secre
       const params = {
         headers: { authorization: 'Bearer {{secret:crm_token}}', 'x-other': '{{ secret:crm_token }}' },
       };
-      expect({ value, errors: secretValueErrors([['params', params]], { word: value }) }).toEqual({
+      expect({
+        value,
+        errors: secretValueErrors([['params', params]], { crm_token: 'tok_0123456789', word: value }),
+      }).toEqual({
         value,
         errors: [],
       });
@@ -33,10 +36,41 @@ describe('secretValueErrors: fields that would store one of the tenant’s secre
   });
 
   it('still finds a value written beside a placeholder, or split by one', () => {
-    const secrets = { word: 'secret' };
+    const secrets = { word: 'secret', x: 'tok_0123456789' };
     expect(secretValueErrors([['params', { note: 'a secret {{secret:x}}' }]], secrets)).toHaveLength(1);
     expect(secretValueErrors([['params', { note: '{{secret:x}}secret' }]], secrets)).toHaveLength(1);
     // Taken out, a placeholder leaves what stood on either side apart: "sec{{secret:x}}ret" holds no "secret".
     expect(secretValueErrors([['params', { note: 'sec{{secret:x}}ret' }]], secrets)).toEqual([]);
+  });
+
+  // Only a placeholder that names one of the tenant's secrets holds none. One that names no secret is text stored as
+  // written (a body, an intent, a key, a URL: nothing is put in its place), and its "name" can be any token's value.
+  it('finds a value written as the name of a placeholder that names none of the tenant’s secrets', () => {
+    const secrets = { crm_token: 'sk_live_0123456789abcdef' };
+    for (const text of ['{{secret:sk_live_0123456789abcdef}}', 'Bearer {{ secret:sk_live_0123456789abcdef }}']) {
+      expect({
+        text,
+        errors: secretValueErrors(
+          [
+            ['params', { headers: { authorization: text } }],
+            ['intent', text],
+          ],
+          secrets,
+        ).map((e) => e.field),
+      }).toEqual({ text, errors: ['params', 'intent'] });
+    }
+  });
+
+  // A secret value (printable ASCII, braces included) that holds a placeholder of a named secret: the text written is
+  // that value, stored as written; what is taken out for the check must not hide it.
+  it('finds a value that holds a placeholder, or runs into one', () => {
+    for (const value of ['pre{{secret:crm_token}}post', 'x{{secr', 'ken}}yz']) {
+      const secrets = { crm_token: 'tok_0123456789', odd: value };
+      const text = `pre{{secret:crm_token}}post x{{secret:crm_token}}yz`;
+      expect({ value, errors: secretValueErrors([['params', { note: text }]], secrets).length }).toEqual({
+        value,
+        errors: 1,
+      });
+    }
   });
 });

@@ -2,25 +2,58 @@ import { TenantConnectors, secretRedactor } from '@verity/connectors';
 import { FieldError, Problem } from '../problem/problem';
 
 /** A `{{secret:NAME}}` placeholder as the http connector reads one (spaces inside the braces allowed). */
-const SECRET_PLACEHOLDER = /\{\{\s*secret:[A-Za-z0-9_.-]{1,64}\s*\}\}/g;
+const SECRET_PLACEHOLDER = /\{\{\s*secret:([A-Za-z0-9_.-]{1,64})\s*\}\}/g;
+
+/** Every string of a JSON value, member names included. */
+function stringsOf(value: unknown): string[] {
+  if (typeof value === 'string') return [value];
+  if (Array.isArray(value)) return value.flatMap(stringsOf);
+  if (typeof value === 'object' && value !== null) {
+    return Object.entries(value).flatMap(([key, item]) => [key, ...stringsOf(item)]);
+  }
+  return [];
+}
 
 /**
- * `value` with each secret placeholder in its strings (and member names) replaced by a NUL, which no secret value holds:
- * a placeholder names a secret and holds none, so a value that is a part of its text ("secret", letters of a name) is
- * not found in it, and what stood on either side of it stays apart.
+ * `value` with each placeholder that names one of `names` in its strings (and member names) replaced by a NUL, which no
+ * secret value holds: such a placeholder names a secret and holds none, so a value that is a part of its text
+ * ("secret", letters of a name) is not found in it, and what stood on either side of it stays apart. A placeholder
+ * naming no secret of the tenant stays: nothing is put in its place, it is stored as written, and its "name" can be a
+ * token's value.
  */
-function withoutPlaceholders(value: unknown): unknown {
-  if (typeof value === 'string') return value.replace(SECRET_PLACEHOLDER, '\u0000');
-  if (Array.isArray(value)) return value.map(withoutPlaceholders);
+function withoutPlaceholders(value: unknown, names: ReadonlySet<string>): unknown {
+  const replace = (text: string) =>
+    text.replace(SECRET_PLACEHOLDER, (placeholder, name: string) => (names.has(name) ? '\u0000' : placeholder));
+  if (typeof value === 'string') return replace(value);
+  if (Array.isArray(value)) return value.map((item) => withoutPlaceholders(item, names));
   if (typeof value === 'object' && value !== null) {
     return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [
-        key.replace(SECRET_PLACEHOLDER, '\u0000'),
-        withoutPlaceholders(item),
-      ]),
+      Object.entries(value).map(([key, item]) => [replace(key), withoutPlaceholders(item, names)]),
     );
   }
   return value;
+}
+
+/**
+ * Whether `value` holds one of `secrets`. Placeholders naming a secret are taken out first (`withoutPlaceholders`), but
+ * only for the secrets a placeholder of this value would be found to hold: any other is looked for in the value as
+ * written, so one that holds a placeholder or runs into one (`x{{secr`, a value with braces) is still found.
+ */
+function holdsSecretValue(value: unknown, secrets: Readonly<Record<string, string>>): boolean {
+  const names = new Set(Object.keys(secrets));
+  const placeholders = stringsOf(value).flatMap((text) =>
+    [...text.matchAll(SECRET_PLACEHOLDER)].filter((m) => names.has(m[1])).map((m) => m[0]),
+  );
+  const inPlaceholder = (name: string) => {
+    const redact = secretRedactor({ [name]: secrets[name] });
+    return placeholders.some((placeholder) => redact(placeholder) !== placeholder);
+  };
+  const asWritten = Object.fromEntries(Object.entries(secrets).filter(([name]) => !inPlaceholder(name)));
+  const found = (redact: ReturnType<typeof secretRedactor>, text: unknown) =>
+    JSON.stringify(redact(text)) !== JSON.stringify(text);
+  if (found(secretRedactor(asWritten), value)) return true;
+  if (placeholders.length === 0) return false;
+  return found(secretRedactor(secrets), withoutPlaceholders(value, names));
 }
 
 /**
@@ -35,13 +68,8 @@ export function secretValueErrors(
   hint: (field: string) => string | undefined = () => undefined,
 ): FieldError[] {
   if (!secrets || Object.keys(secrets).length === 0) return [];
-  const redact = secretRedactor(secrets);
   return fields
-    .filter(([, value]) => {
-      if (value === undefined || value === null) return false;
-      const written = withoutPlaceholders(value);
-      return JSON.stringify(redact(written)) !== JSON.stringify(written);
-    })
+    .filter(([, value]) => value !== undefined && value !== null && holdsSecretValue(value, secrets))
     .map(([field]) => {
       const instead = hint(field);
       return {
