@@ -300,6 +300,50 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     }
   });
 
+  it('a second retry of an operation retried before a value in it was made a secret is 409 already-retried, naming the first, not 400 secret_value', async () => {
+    // A 400 told the caller the retry was refused and to submit the operation anew (naming the secret): one that had
+    // lost the first retry's answer would make the effect a second time. Retry refusals of the effect come first.
+    const later = `again-${unique('token')}-Zr41pX`;
+    const created = await call<Execution>('POST', '/v1/executions', {
+      body: submission([
+        httpOp(
+          `${unique('again')}-op`,
+          { method: 'POST', url: `${target.base}/orders`, headers: { 'x-note': later } },
+          { requires_approval: true },
+        ),
+      ]),
+    });
+    expect(created.status).toBe(201);
+    const [op] = created.body.operations;
+    await waitFor(
+      () => call<{ approval: { state: string } | null }>('GET', `/v1/operations/${op.id}`),
+      (r) => r.body.approval?.state === 'requested',
+    );
+    const denied = await call('POST', `/v1/operations/${op.id}/approval`, {
+      key: DEMO.reviewer,
+      body: { decision: 'deny', reason: 'not now' },
+    });
+    expect(denied.status).toBe(200);
+    const first = await call<{ operation: { id: string } }>('POST', `/v1/operations/${op.id}/retry`);
+    expect(first.status).toBe(201);
+    const set = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { secrets: { again_token: later } },
+    });
+    expect(set.status).toBe(200);
+    try {
+      const again = await call<{ type: string }>('POST', `/v1/operations/${op.id}/retry`);
+      expect({ status: again.status, type: again.body.type }).toEqual({
+        status: 409,
+        type: expect.stringContaining('already-retried'),
+      });
+      expect(again.text).toContain(first.body.operation.id);
+      expect(again.text).not.toContain(later);
+    } finally {
+      await call('DELETE', '/v1/admin/connector-settings/http/secrets/again_token', { key: DEMO.admin });
+    }
+  });
+
   it('a person’s free text holding a secret’s value — a cancel reason, an approval reason, a resolution’s evidence — is refused (400 secret_value), and nothing changes', async () => {
     const created = await call<Execution>('POST', '/v1/executions', {
       body: submission([sms(unique('sec'), { requires_approval: true })]),

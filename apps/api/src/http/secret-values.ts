@@ -84,15 +84,28 @@ export function secretValueErrors(
 
 /**
  * 400 before anything is written when what a request would store (name → value) holds the value of one of the tenant's
- * secrets: free text a caller gave (a reason, the evidence) — pasted from a provider's answer, say —, or what a retry
- * copies from the operation it retries. The secrets are read only when there is something to look through.
+ * secrets: free text a caller gave (a reason, the evidence) — pasted from a provider's answer, say. The secrets are
+ * read only when there is something to look through.
  */
 export async function refuseSecretValuesIn(
   tenantConnectors: TenantConnectors,
   tenantId: string,
   fields: [string, unknown][],
 ): Promise<void> {
-  if (fields.every(([, value]) => value === undefined || value === null || value === '')) return;
-  const errors = secretValueErrors(fields, await tenantConnectors.secretsOfTenant(tenantId));
+  const errors = await secretValueErrorsIn(tenantConnectors, tenantId, fields);
   if (errors.length > 0) throw Problem.validation(errors);
+}
+
+/**
+ * `secretValueErrors` against the tenant's secrets of now, read only when there is something to look through: for a
+ * request that judges other refusals first (a retry copies what it stores from the operation it retries, and its 409s
+ * say more than a 400 would).
+ */
+export async function secretValueErrorsIn(
+  tenantConnectors: TenantConnectors,
+  tenantId: string,
+  fields: [string, unknown][],
+): Promise<FieldError[]> {
+  if (fields.every(([, value]) => value === undefined || value === null || value === '')) return [];
+  return secretValueErrors(fields, await tenantConnectors.secretsOfTenant(tenantId));
 }

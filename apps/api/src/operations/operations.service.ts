@@ -85,7 +85,7 @@ import { cancelledBy } from '../executions/executions.service';
 import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { preconditionFailed, versionConditionFailed } from '../http/if-match';
-import { refuseSecretValuesIn } from '../http/secret-values';
+import { refuseSecretValuesIn, secretValueErrorsIn } from '../http/secret-values';
 import { LIMITS, operationCapAmountErrors, operationParamsErrors, referenceUnsettled } from '../executions/submission';
 import { ResolutionOptionsService } from './resolution-options.service';
 
@@ -1088,23 +1088,35 @@ export class OperationsService {
   }
 
   /**
-   * I5: a retry is a new operation (retry_of), only from FAILED or CANCELLED. It runs as a new execution, so the
-   * original execution's history stays exactly as it happened.
+   * What a submission of the operation would be refused for by the tenant's settings of now (400, as intake refuses
+   * them): params, an expected state, an intent, the agent's id or the operation's key holding the value of one of the
+   * tenant's secrets (`secret_value`: accepted before the value was made a secret, the retry stored it anew and answered
+   * it), params naming a secret that the allowlist entry of its request's host does not bind now (`secret_not_bound`),
+   * or a read-back the tenant's `read_back_binding: "bound"` does not count now (`read_back_unbound`). A retry of one
+   * accepted under the settings of its time was made, and was refused at its send (a secret), or sent and then held for
+   * a person because nothing might read it back (a read-back). Read before the retry's transaction, thrown in it after
+   * the refusals of the effect (409): those say what a new submission would do.
    */
-  /**
-   * 400, as intake refuses them, when the params name a secret that the allowlist entry of its request's host does not
-   * bind now (`secret_not_bound`), or declare a read-back the tenant's `read_back_binding: "bound"` does not count now
-   * (`read_back_unbound`). A retry of one accepted under the settings of its time was made, and was refused at its send
-   * (a secret), or sent and then held for a person because nothing might read it back (a read-back).
-   */
-  private async refuseUnderTenantSettings(principal: Principal, op: OperationEntity): Promise<void> {
-    const connector = this.connectors.require(op.connector);
+  private async errorsUnderTenantSettings(
+    principal: Principal,
+    op: OperationEntity,
+    original: { intent: string; agentId: string },
+  ): Promise<FieldError[]> {
+    const errors = await secretValueErrorsIn(this.connectors, principal.tenantId, [
+      ['params', op.params],
+      ['expected_state', op.expectedState],
+      ['intent', original.intent],
+      ['agent_id', original.agentId],
+      ['key', op.key],
+    ]);
+    // A connector a later release removed: judged (and answered) in the transaction, as before.
+    const connector = this.connectors.get(op.connector);
+    if (!connector) return errors;
     const readBacks = connector.settings?.readBackBinding
       ? readBackBindingProblems(connector, op.action, op.params)
       : [];
-    if (!connector.settings?.secrets && readBacks.length === 0) return;
+    if (!connector.settings?.secrets && readBacks.length === 0) return errors;
     const settings = await this.connectors.settingsOf({ tenantId: principal.tenantId, connector: op.connector });
-    const errors: FieldError[] = [];
     if (connector.settings?.secrets) {
       const allowHosts = this.connectors.callEnvironment({ allowHosts: settings.allowHosts }).tenant?.allowHosts;
       for (const problem of secretBindingProblems(connector, op.action, op.params, allowHosts)) {
@@ -1116,25 +1128,20 @@ export class OperationsService {
         errors.push({ field: problem.field, rule: 'read_back_unbound', message: problem.message });
       }
     }
-    if (errors.length > 0) throw Problem.validation(errors);
+    return errors;
   }
 
+  /**
+   * I5: a retry is a new operation (retry_of), only from FAILED or CANCELLED. It runs as a new execution, so the
+   * original execution's history stays exactly as it happened.
+   */
   async retry(principal: Principal, id: string) {
     const op = await this.load(principal, id);
     if (!canRetry(op.status)) throw retryNotAllowed(op.status, shownRetryRule(op));
     const original = await findExecution(this.db.manager, op.executionId, principal.tenantId);
     if (!original) throw Problem.notFound('Operation', id);
-    // What the retry stores again, as a submission of it would be judged now: params (or an expected state, an intent,
-    // the agent's id, the operation's key) accepted before a value in them was made one of the tenant's secrets are
-    // refused, not stored (and answered) anew.
-    await refuseSecretValuesIn(this.connectors, principal.tenantId, [
-      ['params', op.params],
-      ['expected_state', op.expectedState],
-      ['intent', original.intent],
-      ['agent_id', original.agentId],
-      ['key', op.key],
-    ]);
-    await this.refuseUnderTenantSettings(principal, op);
+    // What the retry stores again, as a submission of it would be judged now (refused below, after the 409s).
+    const refusedNow = await this.errorsUnderTenantSettings(principal, op, original);
     const executionId = newId('exe');
     const operationId = newId('op');
     try {
@@ -1181,6 +1188,7 @@ export class OperationsService {
         // asking a reviewer to approve it, where it needs approval). One indexed read of the tenant's caps.
         const connector = this.connectors.require(op.connector);
         const refused = [
+          ...refusedNow,
           ...operationParamsErrors(connector, op, 'params'),
           ...operationCapAmountErrors(op, await amountCapsOf(tx, principal.tenantId, [op.connector]), 'params'),
         ];
