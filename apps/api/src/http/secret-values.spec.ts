@@ -73,4 +73,15 @@ describe('secretValueErrors: fields that would store one of the tenant’s secre
       });
     }
   });
+
+  // The secrets of every connector are read as `connector:NAME` (secretsOfTenant: a retry, a reason, the evidence); an
+  // operation names the secret by its NAME alone.
+  it('takes out a placeholder naming a secret read as connector:NAME', () => {
+    const secrets = { 'http:crm_token': 'tok_0123456789', 'http:word': 'secret' };
+    const params = { headers: { authorization: 'Bearer {{secret:crm_token}}' } };
+    expect(secretValueErrors([['params', params]], secrets)).toEqual([]);
+    expect(
+      secretValueErrors([['params', { note: '{{secret:sk_live_0123456789}}' }]], { 'http:x': 'sk_live_0123456789' }),
+    ).toHaveLength(1);
+  });
 });

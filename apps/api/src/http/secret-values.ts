@@ -40,7 +40,8 @@ function withoutPlaceholders(value: unknown, names: ReadonlySet<string>): unknow
  * written, so one that holds a placeholder or runs into one (`x{{secr`, a value with braces) is still found.
  */
 function holdsSecretValue(value: unknown, secrets: Readonly<Record<string, string>>): boolean {
-  const names = new Set(Object.keys(secrets));
+  // Read for one connector as NAME, for every connector as `connector:NAME` (secretsOfTenant); a placeholder says NAME.
+  const names = new Set(Object.keys(secrets).map((key) => key.slice(key.indexOf(':') + 1)));
   const placeholders = stringsOf(value).flatMap((text) =>
     [...text.matchAll(SECRET_PLACEHOLDER)].filter((m) => names.has(m[1])).map((m) => m[0]),
   );
