@@ -168,6 +168,45 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     expect(JSON.stringify(named.operations[0])).toContain(PLACEHOLDER);
   });
 
+  it('a secret’s value written as the name of a placeholder ({{secret:<value>}}) is refused too: only a placeholder naming a secret holds none', async () => {
+    // A token is letters, digits, _ . -: the shape of a secret's name. Every placeholder was taken out before the
+    // check, so this one was accepted and its "name", the token, stored as written (an intent or an expected state is
+    // never filled in).
+    const token = `sk_live_${unique('tok').replace(/[^A-Za-z0-9_.-]/g, '')}`;
+    const set = await call('PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { secrets: { plain_token: token } },
+    });
+    expect(set.status).toBe(200);
+    try {
+      const count = async () =>
+        Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
+      const before = await count();
+      const refused = await call<{ errors: { field: string; rule: string }[] }>('POST', '/v1/executions', {
+        body: {
+          agent_id: 'placeholder-writer',
+          intent: `pay with {{secret:${token}}}`,
+          operations: [
+            httpOp(
+              'smuggle',
+              { method: 'POST', url: `${target.base}/orders` },
+              { expected_state: { note: `{{ secret:${token} }}` } },
+            ),
+          ],
+        },
+      });
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors.map((e) => [e.field, e.rule]).sort()).toEqual([
+        ['intent', 'secret_value'],
+        ['operations[0].expected_state', 'secret_value'],
+      ]);
+      expect(refused.text).not.toContain(token);
+      expect(await count()).toBe(before);
+    } finally {
+      await call('DELETE', '/v1/admin/connector-settings/http/secrets/plain_token', { key: DEMO.admin });
+    }
+  });
+
   it('a secret’s value anywhere else a submission would store it — an SMS body, the intent, a criterion — is refused too, also with no http operation in it', async () => {
     const count = async () =>
       Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
