@@ -15,12 +15,14 @@ WITH moved AS (
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- operationSendGuarded
-WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1, terminal_reason = $5
-         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+WITH stamp AS MATERIALIZED (
+         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         UPDATE operations op SET status = $3, updated_at = (SELECT at FROM stamp), attempt = attempt + 1, sent_at = (SELECT at FROM stamp), check_count = $5, next_check_at = $6, terminal_reason = $7
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND CASE WHEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN ('running'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
-          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (CASE WHEN (NOT EXISTS (
+          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
                 SELECT (d.status IN ('VERIFIED') AND d.rejected_at IS NULL)
@@ -33,10 +35,13 @@ WITH moved AS (
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
-               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $6::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($8::boolean OR op.requires_approval)
+               IS NOT DISTINCT FROM $9::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $8::text) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($10::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
-                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > (SELECT at FROM stamp))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($10::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > (SELECT at FROM stamp)) END) ELSE false END
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + 1, updated_at = clock_timestamp()
@@ -44,7 +49,7 @@ WITH moved AS (
          RETURNING e.id, e.event_seq
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT $9, seq.id, moved.tenant_id, seq.event_seq, moved.id, $10, $2, $3, $11::jsonb || jsonb_build_object('reason', moved.terminal_reason)
+       SELECT $11, seq.id, moved.tenant_id, seq.event_seq, moved.id, $12, $2, $3, $13::jsonb || jsonb_build_object('reason', moved.terminal_reason)
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
@@ -78,12 +83,14 @@ WITH moved AS (
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
 -- executionMovesThenSend
-WITH moved AS (
-         UPDATE operations op SET status = $3, updated_at = clock_timestamp(), attempt = attempt + 1, terminal_reason = $5
-         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
+WITH stamp AS MATERIALIZED (
+         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         UPDATE operations op SET status = $3, updated_at = (SELECT at FROM stamp), attempt = attempt + 1, sent_at = (SELECT at FROM stamp), check_count = $5, next_check_at = $6, terminal_reason = $7
+         WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND CASE WHEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN ('running', 'created'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
           AND ro.connector = op.connector AND ro.resend_ref = op.resend_ref AND ro.resend_ref IS NOT NULL
-          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (CASE WHEN (NOT EXISTS (
+          AND ro.id <> op.id AND ro.status IN ('SENT', 'UNKNOWN', 'RECONCILING', 'MANUAL_REVIEW') AND ro.attempt > 0)) AND (NOT EXISTS (
               SELECT 1 FROM unnest(op.depends_on) AS dep(key)
               WHERE NOT coalesce((
                 SELECT (d.status IN ('VERIFIED') AND d.rejected_at IS NULL)
@@ -96,30 +103,33 @@ WITH moved AS (
             AND (chain.acknowledged_at IS NOT NULL
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'))) AND (op.approval->>'state' IS NOT NULL OR op.requires_approval
             OR (SELECT CASE WHEN gt.id IS NOT NULL THEN jsonb_build_object('approvalRules', gt.settings->'approvalRules', 'approvalAmountAbove', gt.settings->'approvalAmountAbove')::text END FROM tenants gt WHERE gt.id = op.tenant_id FOR SHARE)
-               IS NOT DISTINCT FROM $7::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $6::text) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($8::boolean OR op.requires_approval)
+               IS NOT DISTINCT FROM $9::text) AND (verity_settings_version_locked(op.tenant_id, op.connector) IS NOT DISTINCT FROM $8::text) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($10::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
-                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) ELSE false END)
+                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > (SELECT at FROM stamp))) AND (CASE WHEN op.approval->>'state' IS NULL THEN NOT ($10::boolean OR op.requires_approval)
+               ELSE op.approval->>'state' = 'granted'
+                    AND (op.approval->>'expires_at' IS NULL
+                         OR (op.approval->>'expires_at')::timestamptz > (SELECT at FROM stamp)) END) ELSE false END
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason
        ), follows AS (
-         SELECT e.id, e.status = $12 AS moves
+         SELECT e.id, e.status = $14 AS moves
          FROM executions e JOIN moved ON e.id = moved.execution_id
          FOR NO KEY UPDATE OF e
        ), seq AS (
-         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $14::int ELSE 0 END,
-                status = CASE WHEN follows.moves THEN $13 ELSE e.status END, updated_at = clock_timestamp()
+         UPDATE executions e SET event_seq = e.event_seq + 1 + CASE WHEN follows.moves THEN $16::int ELSE 0 END,
+                status = CASE WHEN follows.moves THEN $15 ELSE e.status END, updated_at = clock_timestamp()
          FROM follows WHERE e.id = follows.id
          RETURNING e.id, e.event_seq, follows.moves
        )
        INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
-       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - $14::int + m.ord, NULL, 'execution.status_changed',
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - 1 - $16::int + m.ord, NULL, 'execution.status_changed',
               m.from_status, m.to_status, m.data
        FROM moved JOIN seq ON seq.id = moved.execution_id AND seq.moves,
-            unnest($15::text[], $16::text[], $17::text[], $18::jsonb[])
+            unnest($17::text[], $18::text[], $19::text[], $20::jsonb[])
             WITH ORDINALITY AS m(event_id, from_status, to_status, data, ord)
        UNION ALL
-       SELECT $9, seq.id, moved.tenant_id, seq.event_seq, moved.id, $10, $2::text,
-              $3::text, ($11::jsonb || jsonb_build_object('reason', moved.terminal_reason))::jsonb
+       SELECT $11, seq.id, moved.tenant_id, seq.event_seq, moved.id, $12, $2::text,
+              $3::text, ($13::jsonb || jsonb_build_object('reason', moved.terminal_reason))::jsonb
        FROM moved JOIN seq ON seq.id = moved.execution_id
        RETURNING id, seq, execution_id, operation_id, (SELECT attempt FROM moved) AS attempt,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;

@@ -84,6 +84,8 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           to: OperationStatus.SENT,
           bumpAttempt: true,
           sendGuard: { kind: 'dispatch', approvalRequired: true, approvalPolicy: null, settingsVersion: null },
+          // As the sender writes it: sent_at from the stamp, which the guard judges the clock by too.
+          patch: { sent_at: 'now', check_count: 0, next_check_at: null },
         }),
       ),
       operationMoveThenExecution: await recorded((db) =>
@@ -109,6 +111,7 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
             settingsVersion: null,
             executionFrom: ExecutionStatus.CREATED,
           },
+          patch: { sent_at: 'now', check_count: 0, next_check_at: null },
           executionFirst: {
             from: ExecutionStatus.CREATED,
             moves: [

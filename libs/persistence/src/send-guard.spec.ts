@@ -1178,6 +1178,12 @@ describe('the order of the guard’s conditions (sendGuardSql)', () => {
           expect({ name: c.name, evaluation: c.evaluation }).toEqual({ name: c.name, evaluation: 'may-wait' });
         if (clock.test(c.sql))
           expect({ name: c.name, evaluation: c.evaluation }).toEqual({ name: c.name, evaluation: 'reads-clock' });
+        // Judged at a statement's stamp, it reads no other clock: a SENT's sent_at is the instant it was judged at.
+        if (c.evaluation === 'reads-clock')
+          expect({ name: c.name, atStampReadsClock: clock.test(c.atClock('(SELECT at FROM stamp)')) }).toEqual({
+            name: c.name,
+            atStampReadsClock: false,
+          });
       }
     },
   );

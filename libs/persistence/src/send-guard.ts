@@ -82,10 +82,23 @@ export type SendRefusal =
  * rows a writer may hold, so judging it can wait for that writer's commit; `reads-clock`, it reads the database's clock
  * (a deadline, an approval's expiry) and is judged only after every condition that may wait (`sendGuardSql`).
  */
-export interface SendCondition {
-  name: SendRefusal;
-  sql: string;
-  evaluation?: 'may-wait' | 'reads-clock';
+export type SendCondition =
+  | { name: SendRefusal; sql: string; evaluation?: 'may-wait' }
+  | {
+      name: SendRefusal;
+      /** Judged by the database's clock now (`atClock('clock_timestamp()')`). */
+      sql: string;
+      evaluation: 'reads-clock';
+      /** The condition judged at the instant the SQL expression `clock` names (a statement's `stamp`). */
+      atClock: (clock: string) => string;
+    };
+
+/** The database's clock now. */
+const NOW = 'clock_timestamp()';
+
+/** A condition that reads the clock, judged now (`sql`) or at another reading of it (`atClock`). */
+function readsClock(name: SendRefusal, atClock: (clock: string) => string): SendCondition {
+  return { name, evaluation: 'reads-clock', sql: atClock(NOW), atClock };
 }
 
 /**
@@ -138,14 +151,14 @@ export function preparedFromStaleRead(refusals: readonly SendRefusal[] | undefin
  */
 function approvalGranted(required: boolean | undefined, params: unknown[]): SendCondition {
   params.push(required ?? false);
-  return {
-    name: 'approval_not_granted',
-    evaluation: 'reads-clock',
-    sql: `CASE WHEN op.approval->>'state' IS NULL THEN NOT ($${params.length}::boolean OR op.requires_approval)
+  const n = params.length;
+  return readsClock(
+    'approval_not_granted',
+    (clock) => `CASE WHEN op.approval->>'state' IS NULL THEN NOT ($${n}::boolean OR op.requires_approval)
                ELSE op.approval->>'state' = 'granted'
                     AND (op.approval->>'expires_at' IS NULL
-                         OR (op.approval->>'expires_at')::timestamptz > clock_timestamp()) END`,
-  };
+                         OR (op.approval->>'expires_at')::timestamptz > ${clock}) END`,
+  );
 }
 
 /**
@@ -228,13 +241,14 @@ const RETRY_NOT_REFUTED: SendCondition = {
 /**
  * Whether the execution `executionId` (an SQL expression) can still carry out a release of one of its operations: not
  * cancelled, expired or failed, nor past its deadline before the sweeper expired it (by the database's clock, the one
- * every process shares) — nothing more is sent for it, whoever asked. A completed execution is not bound by its deadline
- * any more. The send guard's condition for a release, and the one the statement recording a release checks.
+ * every process shares; `clock`, the reading of it judged by, is now unless given) — nothing more is sent for it,
+ * whoever asked. A completed execution is not bound by its deadline any more. The send guard's condition for a
+ * release, and the one the statement recording a release checks.
  */
-export function executionCarriesOutRelease(executionId: string): string {
+export function executionCarriesOutRelease(executionId: string, clock = NOW): string {
   return `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = ${executionId}
                     AND ge.status IN (${sqlLiterals(RELEASABLE_EXECUTION_STATUSES)})
-                    AND (ge.status IN (${sqlLiterals(TERMINAL_EXECUTION_STATUSES)}) OR ge.deadline_at > clock_timestamp()))`;
+                    AND (ge.status IN (${sqlLiterals(TERMINAL_EXECUTION_STATUSES)}) OR ge.deadline_at > ${clock}))`;
 }
 
 /**
@@ -258,7 +272,7 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): SendCo
     return [
       { name: 'release_not_resolved', sql: `(op.obligation->'resolution'->>'status') IS NOT DISTINCT FROM 'SENT'` },
       RELEASE_KEY_STANDS,
-      { name: 'execution_ended', evaluation: 'reads-clock', sql: executionCarriesOutRelease('op.execution_id') },
+      readsClock('execution_ended', (clock) => executionCarriesOutRelease('op.execution_id', clock)),
       DEPENDENCIES_DONE,
       approvalGranted(guard.approvalRequired, params),
       APPROVAL_KEY_STANDS,
@@ -277,14 +291,13 @@ export function sendGuardConditions(guard: SendGuard, params: unknown[]): SendCo
       sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN (${sqlLiterals(sendable)}))`,
     },
-    {
-      // Not past the execution's deadline, by the database's clock (the one every process shares): the worker judged it
-      // by its own clock before the context reads, and a worker paused or behind since must not send what the sweeper
-      // is about to expire.
-      name: 'execution_ended',
-      evaluation: 'reads-clock',
-      sql: `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > clock_timestamp())`,
-    },
+    // Not past the execution's deadline, by the database's clock (the one every process shares): the worker judged it
+    // by its own clock before the context reads, and a worker paused or behind since must not send what the sweeper
+    // is about to expire.
+    readsClock(
+      'execution_ended',
+      (clock) => `EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id AND ge.deadline_at > ${clock})`,
+    ),
     // A precondition read is owed (the source could not be read): nothing is sent until it has been read and agrees.
     { name: 'precondition_unread', sql: `op.next_check_at IS NULL` },
     DEPENDENCIES_DONE,
@@ -308,13 +321,25 @@ const and = (sqls: readonly string[]) => sqls.map((sql) => `(${sql})`).join(' AN
  * reached (clock_timestamp() is volatile, so nothing of it is folded at planning): the conditions that wait are judged
  * first, then the clock is read — after every wait, by the database's clock. The other conditions neither wait nor read
  * the clock, and stay ANDed around it where the planner likes them (its pulled-up join of the execution's status).
+ *
+ * `stamp` (an SQL expression: the statement's `stamp`, STAMP_AFTER_LOCKS in TransitionService): the reading of the clock
+ * the statement writes its times from (a SENT's `sent_at`), taken once it holds the operation's and the execution's rows
+ * — after the wait for a writer holding them, which the guard's own reading of the clock came before. The conditions
+ * that read the clock are judged at the stamp too, so no row shows a send dated past its deadline or its grant's expiry:
+ * a send whose stamp is past either writes nothing. They are judged by the clock now first, and the stamp read only
+ * when every other condition holds — the stamp locks the rows, and a compare-and-set lost in the statement's snapshot
+ * (the status moved, the execution not running, a deadline already passed) locks nothing. So everything is in the CASE:
+ * its WHEN short-circuits, where conditions ANDed beside it (a pulled-up join of the execution's status) could be
+ * judged after it.
  */
-export function sendGuardSql(conditions: readonly SendCondition[]): string {
+export function sendGuardSql(conditions: readonly SendCondition[], stamp?: string): string {
   const sqlOf = (evaluation: SendCondition['evaluation']) =>
     conditions.filter((c) => c.evaluation === evaluation).map((c) => c.sql);
   const [rest, waits, clock] = [sqlOf(undefined), sqlOf('may-wait'), sqlOf('reads-clock')];
   if (clock.length === 0) return and([...rest, ...waits]);
-  return and([...rest, clockAfterWaits(waits, clock)]);
+  if (stamp === undefined) return and([...rest, clockAfterWaits(waits, clock)]);
+  const atStamp = conditions.flatMap((c) => (c.evaluation === 'reads-clock' ? [c.atClock(stamp)] : []));
+  return `CASE WHEN ${and([...rest, ...waits, ...clock])} THEN ${and(atStamp)} ELSE false END`;
 }
 
 /**

@@ -7,6 +7,7 @@ import { useTestDatabase } from '../../../test/support/test-database';
 import { preparedSnapshot } from '../../../test/support/sends';
 import { FindOptionsWhere, QueryRunner } from 'typeorm';
 import { createApiKey, revokeApiKey } from './api-keys';
+import { sendRefusals } from './send-guard';
 import { EventEntity, OperationEntity } from './entities';
 import { findOperationWithVersion, lockExecution, lockOperationAtVersion } from './store';
 import { operationVersionOf } from './operation-version';
@@ -1198,6 +1199,92 @@ describe('TransitionService (real Postgres)', () => {
     });
   });
 
+  it('a SENT that waited for its execution’s row past its grant’s expiry or its deadline writes nothing: its guard judges the clock its sent_at is written from', async () => {
+    // The guard read the clock before the statement waited for the execution's row, sent_at after it: a SENT judged
+    // before the expiry (or deadline) and let through after it committed with sent_at past it — a record of a send
+    // after its approval expired, or after its deadline.
+    const sentWhileHeldPast = async (past: 'grant' | 'deadline' | 'release deadline') => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      const release = past === 'release deadline';
+      await db.dataSource.query(
+        `WITH e AS (UPDATE executions SET status = 'running',
+                      deadline_at = clock_timestamp() + CASE WHEN $2 THEN interval '3 seconds' ELSE interval '1 hour' END
+                     WHERE id = $3)
+         UPDATE operations SET approval = CASE WHEN $1 THEN jsonb_build_object('state', 'granted', 'expires_at',
+                  clock_timestamp() + interval '3 seconds') END,
+                status = CASE WHEN $4 THEN 'MANUAL_REVIEW' ELSE status END,
+                terminal_reason = CASE WHEN $4 THEN 'KNOWLEDGE_CONFLICT' ELSE terminal_reason END,
+                obligation = CASE WHEN $4 THEN '{"resolution": {"status": "SENT"}}'::jsonb ELSE obligation END
+          WHERE id = $5`,
+        [past === 'grant', past !== 'grant', executionId, release, operationId],
+      );
+      const expiry = `(SELECT CASE WHEN $2 THEN (o.approval->>'expires_at')::timestamptz ELSE e.deadline_at END
+                         FROM operations o JOIN executions e ON e.id = o.execution_id WHERE o.id = $1)`;
+      return withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+        let answered = false;
+        const sending = transitions
+          .operation(db.dataSource.manager, {
+            operation: { ...snapshot(operationId), ...(release && { status: OperationStatus.MANUAL_REVIEW }) },
+            to: OperationStatus.SENT,
+            actor: release ? 'human' : 'system',
+            bumpAttempt: true,
+            sendGuard: release ? { kind: 'release' } : dispatchGuard,
+            patch: { sent_at: 'now' },
+          })
+          .finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        // Waiting, so its guard let it through before the expiry (a SENT judged after it answers lost at once).
+        expect({ past, answered }).toEqual({ past, answered: false });
+        // The database's clock passes the expiry while the SENT waits (observed, not slept).
+        await waitFor(
+          async () =>
+            (
+              (await db.dataSource.query(`SELECT clock_timestamp() > ${expiry} AS passed`, [
+                operationId,
+                past === 'grant',
+              ])) as { passed: boolean }[]
+            )[0].passed,
+          (passed) => passed,
+        );
+        // The holder writes to the execution (an event), as a writer holding it does.
+        await transitions.annotate(holder.manager, { executionId, type: 'execution.observed' });
+        await holder.commitTransaction();
+        const sent = await sending;
+        const [row] = (await db.dataSource.query(
+          `SELECT status, sent_at IS NOT NULL AND sent_at >= ${expiry} AS "sentPast" FROM operations WHERE id = $1`,
+          [operationId, past === 'grant'],
+        )) as { status: string; sentPast: boolean | null }[];
+        const sentEvents = await eventsWhere({ executionId, type: 'operation.status_changed', toStatus: 'SENT' });
+        // What the sender then reads as the refusal, as for a grant expired or a deadline passed before the SENT.
+        const refusals = await sendRefusals(
+          db.dataSource.manager,
+          operationId,
+          release ? { kind: 'release' } : dispatchGuard,
+        );
+        return {
+          past,
+          won: sent.won,
+          status: row.status,
+          sentPast: row.sentPast,
+          sentEvents: sentEvents.length,
+          refusals,
+        };
+      });
+    };
+    for (const past of ['grant', 'deadline', 'release deadline'] as const) {
+      expect(await sentWhileHeldPast(past)).toEqual({
+        past,
+        won: false,
+        status: past === 'release deadline' ? 'MANUAL_REVIEW' : 'PREPARED',
+        sentPast: false,
+        sentEvents: 0,
+        refusals: [past === 'grant' ? 'approval_not_granted' : 'execution_ended'],
+      });
+    }
+  });
+
   it('a move that reads the clock and whose compare-and-set is already lost takes no row lock: it answers lost without waiting for a holder of the execution', async () => {
     // The stamp taken after the locks locked the operation's and the execution's rows by id alone: a SENT whose
     // status no longer matched (a cancel, another worker's send) waited for a writer holding the execution, and held
@@ -1236,6 +1323,48 @@ describe('TransitionService (real Postgres)', () => {
         await holder.commitTransaction();
         expect((await moving).won).toBe(false);
         expect(answeredWhileHeld).toBe(true);
+      });
+    }
+  });
+
+  it('a SENT its guard refuses in its snapshot (execution not running, deadline or grant passed) takes no row lock: it answers lost without waiting for a holder of the execution', async () => {
+    // The guard judges the clock at the stamp (taken with the rows' locks) only once every other condition, and the
+    // clock now, hold: judged at the stamp first, or beside a condition the planner puts after it, a SENT refused
+    // anyway waited for the holder and held both rows to its transaction's end.
+    const refusedBy: Record<string, string> = {
+      'execution not running': `UPDATE executions SET status = 'planning' WHERE id = $1`,
+      'deadline passed': `UPDATE executions SET status = 'running', deadline_at = clock_timestamp() - interval '1 second'
+                           WHERE id = $1`,
+      'grant expired': `WITH e AS (UPDATE executions SET status = 'running' WHERE id = $1)
+                        UPDATE operations SET approval = jsonb_build_object('state', 'granted', 'expires_at',
+                                 clock_timestamp() - interval '1 second')
+                         WHERE execution_id = $1`,
+    };
+    for (const [refused, sql] of Object.entries(refusedBy)) {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(sql, [executionId]);
+      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+        let answered = false;
+        const sending = transitions
+          .operation(db.dataSource.manager, {
+            operation: snapshot(operationId),
+            to: OperationStatus.SENT,
+            bumpAttempt: true,
+            sendGuard: dispatchGuard,
+            patch: { sent_at: 'now' },
+          })
+          .finally(() => (answered = true));
+        sending.catch(() => undefined);
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        const answeredWhileHeld = answered;
+        await holder.commitTransaction();
+        expect({ refused, won: (await sending).won, answeredWhileHeld }).toEqual({
+          refused,
+          won: false,
+          answeredWhileHeld: true,
+        });
       });
     }
   });

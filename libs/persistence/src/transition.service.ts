@@ -349,7 +349,15 @@ function readsClock(patch: OperationPatch | ExecutionPatch): boolean {
 
 /** The SET's reading of the clock: the statement's `stamp` (STAMP_AFTER_LOCKS) where it has one. */
 function clockOf(stamped: boolean): string {
-  return stamped ? '(SELECT at FROM stamp)' : 'clock_timestamp()';
+  return stampOf(stamped) ?? 'clock_timestamp()';
+}
+
+/**
+ * The statement's `stamp` (STAMP_AFTER_LOCKS), where it has one: also the reading of the clock its send guard judges a
+ * deadline and a grant's expiry by (`sendGuardSql`), so a SENT's `sent_at` is never past either.
+ */
+function stampOf(stamped: boolean): string | undefined {
+  return stamped ? '(SELECT at FROM stamp)' : undefined;
 }
 
 function patchAssignments(
@@ -663,7 +671,7 @@ export class TransitionService {
     assertExecutionFirst(input);
     const sendGuard = input.sendGuard ?? input.refusedSendGuard;
     const guard =
-      (sendGuard ? ` AND ${sendGuardSql(sendGuardConditions(sendGuard, params))}` : '') +
+      (sendGuard ? ` AND ${sendGuardSql(sendGuardConditions(sendGuard, params), stampOf(stamped))}` : '') +
       (requiresUnacknowledged(to, reason) ? ' AND acknowledged_at IS NULL' : '') +
       (input.readBackUnbound ? ` AND ${DECLARED_READ_BACKS_COUNT}` : '') +
       (input.executionEnded ? ` AND ${EXECUTION_ENDED_UNRELEASABLE}` : '') +
