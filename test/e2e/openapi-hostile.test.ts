@@ -498,6 +498,14 @@ describe('hostile values at every location of every documented operation', () =>
     return spec.queryParams.flatMap((p) => {
       const schema = p.schema ?? {};
       const enumeration = (schema.$ref ? doc.components?.schemas?.[schema.$ref.split('/').pop()!] : schema)?.enum;
+      // GET /v1/admin/changes: only connector settings changes name a connector, so a `kind` beside `connector` is
+      // that one (another kind with a connector is 400 only_with_connector_settings).
+      if (
+        p.name === 'kind' &&
+        spec.queryParams.some((q) => q.name === 'connector') &&
+        enumeration?.includes('connector_settings')
+      )
+        return [`${p.name}=connector_settings`];
       if (enumeration?.length) return [`${p.name}=${encodeURIComponent(String(enumeration[0]))}`];
       if (schema.type === 'integer') return [`${p.name}=${schema.minimum ?? 1}`];
       if (p.name === 'connector') return [`${p.name}=sandbox.payments`];
