@@ -8,6 +8,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { Client } from 'pg';
+import { readSandboxSettings } from '../apps/sandbox-provider/src/settings';
+import { ConfigError, loadConfig } from '../libs/platform/src/config';
 import { appNodeArgs, type AppName } from '../libs/platform/src/runtime';
 import { humanLine, wantsHumanLogs } from './log-format';
 import {
@@ -463,6 +465,9 @@ async function main(): Promise<void> {
     });
   }
 
+  // The local demo is the only place the published demo keys exist; never with NODE_ENV=production.
+  const demo = process.env.NODE_ENV !== 'production';
+
   try {
     const stateDir = path.join(root, '.verity');
     const apiPort = parsePort('PORT', 3000);
@@ -476,6 +481,11 @@ async function main(): Promise<void> {
     )
       .filter(([, variable]) => process.env[variable] !== '0')
       .map(([name, variable, fallback]) => [name, parsePort(variable, fallback), variable] as const);
+    // The apps' settings, read by their own rules, before anything is started: a refused value (an empty
+    // DATABASE_URL, a CONNECTOR_TIMEOUT_MS of `abc`, a SANDBOX_MAX_EFFECTS of -1) is named here once, instead of
+    // being taken for unset (the default database) or an app being restarted in a loop that a restart cannot end.
+    loadConfig({ ...process.env, SEED_DEMO: demo ? 'true' : 'false' });
+    readSandboxSettings();
     for (const [name, port, variable] of [
       ['api', apiPort, 'PORT'],
       ['sandbox provider', sandboxPort, 'SANDBOX_PORT'],
@@ -507,8 +517,6 @@ async function main(): Promise<void> {
     const redis = await resolveRedis(stateDir, privates);
     say(`Redis:    ${redis.description}`);
 
-    // The local demo is the only place the published demo keys exist; never with NODE_ENV=production.
-    const demo = process.env.NODE_ENV !== 'production';
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       SEED_DEMO: demo ? 'true' : 'false',
@@ -538,7 +546,10 @@ async function main(): Promise<void> {
     }
   } catch (error) {
     const known =
-      error instanceof StartupError || error instanceof MissingBinariesError || error instanceof LocalServiceError;
+      error instanceof StartupError ||
+      error instanceof MissingBinariesError ||
+      error instanceof LocalServiceError ||
+      error instanceof ConfigError;
     complain(known ? error.message : errorText(error));
     await shutdown(1, 'startup failed');
   }
