@@ -674,3 +674,23 @@ describe('readVariables', () => {
     }
   });
 });
+
+describe('a text setting set empty refuses start, saying so in words an operator reads', () => {
+  it.each([
+    ['NODE_ENV', 'development'],
+    ['HOST', '127.0.0.1'],
+    ['DATABASE_URL', 'postgres://postgres@127.0.0.1:5432/verity'],
+    ['REDIS_URL', 'redis://127.0.0.1:6379'],
+    ['QUEUE_PREFIX', '{verity}'],
+    ['SANDBOX_URL', 'http://127.0.0.1:4010'],
+    ['LOG_LEVEL', 'info'],
+  ])('%s= names the variable once, that it is empty and the default that unsetting it gives', (name, fallback) => {
+    expect(() => loadConfig({ [name]: '' })).toThrow(
+      new ConfigError(`invalid configuration: ${name}: is empty; unset it for the default (${fallback})`),
+    );
+    // Other refusals are still named with it.
+    expect(() => loadConfig({ [name]: '', SWEEP_INTERVAL_MS: '0' })).toThrow(
+      new RegExp(`^invalid configuration: .*${name}: is empty; .*SWEEP_INTERVAL_MS: must be`),
+    );
+  });
+});

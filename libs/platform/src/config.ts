@@ -628,14 +628,35 @@ export function readVariables<T extends z.ZodRawShape>(
   return parsed.data;
 }
 
+/**
+ * The text settings an empty value refuses (`HOST=` is a mistake, not a wish for the default; the numbers and flags
+ * take empty as unset). Said in words, once: the schema's own ("Too small: expected string to have >=1 characters",
+ * "Invalid URL; … must be a postgres:// URL") named the rule, not the mistake.
+ */
+const EMPTY_REFUSED = [
+  'NODE_ENV',
+  'HOST',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'QUEUE_PREFIX',
+  'SANDBOX_URL',
+  'LOG_LEVEL',
+] as const satisfies readonly (keyof VerityConfig)[];
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): VerityConfig {
-  const parsed = ConfigSchema.safeParse(env);
+  const empty = EMPTY_REFUSED.filter((name) => env[name] === '');
+  const rest = empty.length > 0 ? { ...env } : env;
+  for (const name of empty) delete rest[name];
+  const parsed = ConfigSchema.safeParse(rest);
+  const emptyIssues = empty.map(
+    (name) => `${name}: is empty; unset it for the default (${String(ConfigSchema.shape[name].parse(undefined))})`,
+  );
   const misspelled = misspelledVariables(env)
     .filter((variable) => variable.certain)
     .map(({ name, meant }) => `${name}: not a variable Verity reads; did you mean ${meant}?`);
-  if (!parsed.success || misspelled.length > 0) {
+  if (!parsed.success || emptyIssues.length > 0 || misspelled.length > 0) {
     const issues = parsed.success ? [] : issueLines(parsed.error);
-    throw new ConfigError(configErrorMessage([...issues, ...misspelled]));
+    throw new ConfigError(configErrorMessage([...emptyIssues, ...issues, ...misspelled]));
   }
   if (parsed.data.NODE_ENV === 'production') {
     if (parsed.data.SEED_DEMO) {
