@@ -694,3 +694,17 @@ describe('a text setting set empty refuses start, saying so in words an operator
     );
   });
 });
+
+describe('a number out of its range is named once, and not judged against the others', () => {
+  it.each(['99999999999999999999', '1e400', '-5'])('CONNECTOR_TIMEOUT_MS=%s: one issue, its range', (value) => {
+    let message = '';
+    try {
+      loadConfig({ CONNECTOR_TIMEOUT_MS: value });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(
+      /^invalid configuration: CONNECTOR_TIMEOUT_MS: must be a whole number of milliseconds from 100 to 3600000 \(100 ms to 1 h\)(, in decimal digits only \(no sign, exponent, fraction, hex or spaces\))?$/,
+    );
+  });
+});

@@ -73,9 +73,15 @@ function bounded({ min, max, default: fallback }: { min: number; max: number; de
     (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
     z
       .string({ error: form })
-      .regex(DECIMAL_DIGITS, { error: form })
+      .regex(DECIMAL_DIGITS, { error: form, abort: true })
       .transform(Number)
-      .pipe(z.number().int({ error: range }).min(min, { error: range }).max(max, { error: range }))
+      .pipe(
+        z
+          .number()
+          .int({ error: range, abort: true })
+          .min(min, { error: range, abort: true })
+          .max(max, { error: range, abort: true }),
+      )
       .default(fallback),
   );
 }
