@@ -234,7 +234,8 @@ describe('reads of an execution and its operations see one snapshot', () => {
         releasing.catch(() => undefined);
         // The release's statement (it records the resolution) waits on the row A changed.
         await waitForLockWaiter(stack.db.dataSource, {
-          statementLike: `%UPDATE operations SET updated_at = clock_timestamp(), obligation = jsonb_set(coalesce(obligation%`,
+          // updated_at is the statement's clock reading after its row locks (its `stamp`), whatever its spelling.
+          statementLike: `%UPDATE operations SET updated_at = %, obligation = jsonb_set(coalesce(obligation%`,
         });
         await cancel.startTransaction();
         // Queued behind the release's statement (it names the executions table), taken once that statement is done.
