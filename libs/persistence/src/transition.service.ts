@@ -686,31 +686,11 @@ export class TransitionService {
     // The event's reason is read from the row as the statement leaves it (RETURNING), the reason it wrote or the one it
     // left standing: the two cannot differ.
     const data = eventReasonFromRow(`$${n}::jsonb`, 'moved');
-    if (input.thenExecution) {
-      return this.withExecutionMoves(
-        db,
-        input,
-        sets,
-        guard,
-        stamped,
-        params,
-        data,
-        input.thenExecution,
-        'operation-first',
-      );
-    }
-    if (input.executionFirst) {
-      return this.withExecutionMoves(
-        db,
-        input,
-        sets,
-        guard,
-        stamped,
-        params,
-        data,
-        input.executionFirst,
-        'execution-first',
-      );
+    // Never both (assertExecutionFirst): the execution's moves follow the operation's, or come first in a send.
+    const executionMoves = input.thenExecution ?? input.executionFirst;
+    if (executionMoves) {
+      const order = input.thenExecution ? 'operation-first' : 'execution-first';
+      return this.withExecutionMoves(db, input, sets, guard, stamped, params, data, executionMoves, order);
     }
     const result = await rows<{ id: string; seq: string; attempt: number; execution_id: string; age_s: number }>(
       db,
