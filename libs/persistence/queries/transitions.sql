@@ -16,8 +16,8 @@ WITH moved AS (
 
 -- operationSendGuarded
 WITH stamp AS MATERIALIZED (
-         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
-         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         SELECT clock_timestamp() AS at FROM (SELECT 1 FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se) locked), moved AS (
          UPDATE operations op SET status = $3, updated_at = (SELECT at FROM stamp), attempt = attempt + 1, sent_at = (SELECT at FROM stamp), check_count = $5, next_check_at = $6, terminal_reason = $7
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND CASE WHEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN ('running'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
@@ -84,8 +84,8 @@ WITH moved AS (
 
 -- executionMovesThenSend
 WITH stamp AS MATERIALIZED (
-         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
-         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         SELECT clock_timestamp() AS at FROM (SELECT 1 FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se) locked), moved AS (
          UPDATE operations op SET status = $3, updated_at = (SELECT at FROM stamp), attempt = attempt + 1, sent_at = (SELECT at FROM stamp), check_count = $5, next_check_at = $6, terminal_reason = $7
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND CASE WHEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = op.execution_id
                     AND ge.status IN ('running', 'created'))) AND (op.next_check_at IS NULL) AND (op.resend_ref IS NULL OR NOT EXISTS (SELECT 1 FROM operations ro WHERE ro.tenant_id = op.tenant_id
@@ -176,8 +176,8 @@ WITH moved AS (
 
 -- resolutionReleased
 WITH stamp AS MATERIALIZED (
-         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
-         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         SELECT clock_timestamp() AS at FROM (SELECT 1 FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se) locked), moved AS (
          UPDATE operations SET updated_at = (SELECT at FROM stamp), obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $5::jsonb, '{resolution,at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
          WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND CASE WHEN (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
                     AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
@@ -232,8 +232,8 @@ WITH moved AS (
 
 -- lateRejection
 WITH stamp AS MATERIALIZED (
-         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
-         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         SELECT clock_timestamp() AS at FROM (SELECT 1 FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se) locked), moved AS (
          UPDATE operations SET updated_at = (SELECT at FROM stamp), rejected_at = (SELECT at FROM stamp), rejection = $3 WHERE id = $1 AND status = ANY($2::text[])
          RETURNING id, execution_id, tenant_id
        ), seq AS (
@@ -268,8 +268,8 @@ WITH seq AS (
 
 -- operationMoveAtCheckCount
 WITH stamp AS MATERIALIZED (
-         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
-         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se), moved AS (
+         SELECT clock_timestamp() AS at FROM (SELECT 1 FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se) locked), moved AS (
          UPDATE operations op SET status = $3, updated_at = (SELECT at FROM stamp), check_count = $5, next_check_at = (SELECT at FROM stamp) + $6::bigint * interval '1 millisecond'
          WHERE op.id = $1 AND op.status = $2 AND op.attempt = $4 AND op.check_count = $7
          RETURNING op.id, op.execution_id, op.tenant_id, op.attempt, op.created_at, op.terminal_reason

@@ -1199,6 +1199,94 @@ describe('TransitionService (real Postgres)', () => {
     });
   });
 
+  it('a statement that waited for a holder that only locked its rows (wrote nothing) reads its clock after the holder let go: a SENT’s sent_at, a decision’s, an execution move’s time', async () => {
+    // Read in the target list of the SELECT that takes the locks, the clock was read below the locking, before the wait:
+    // re-read only when the holder had changed the row (a re-check of the updated row), so after a holder that only
+    // locked it (FOR UPDATE, FOR SHARE) and committed, the statement was dated before that commit.
+    const afterLockOnlyHolder = async (
+      lock: { table: 'operations' | 'executions'; id: string },
+      write: () => Promise<TransitionResult>,
+      written: string,
+      params: unknown[],
+    ) => {
+      const letGo = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM ${lock.table} WHERE id = $1 FOR UPDATE`, [lock.id]);
+        let answered = false;
+        const writing = write().finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        await databaseClockMovesOn();
+        expect(answered).toBe(false);
+        // The holder's last reading of the clock before it lets go: the statement's own is after it.
+        const [{ at }] = (await holder.query(`SELECT clock_timestamp()::text AS at`)) as { at: string }[];
+        await holder.commitTransaction();
+        expect((await writing).won).toBe(true);
+        return at;
+      });
+      const [{ after }] = (await db.dataSource.query(`SELECT (${written}) >= $1::timestamptz AS after`, [
+        letGo,
+        ...params,
+      ])) as { after: boolean }[];
+      return after;
+    };
+
+    const after: Record<string, boolean> = {};
+    // A SENT (its sent_at) waiting for a holder of its execution's row.
+    {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await running(executionId);
+      const sent = await afterLockOnlyHolder(
+        { table: 'executions', id: executionId },
+        () =>
+          transitions.operation(db.dataSource.manager, {
+            operation: snapshot(operationId),
+            to: OperationStatus.SENT,
+            bumpAttempt: true,
+            sendGuard: dispatchGuard,
+            patch: { sent_at: 'now' },
+          }),
+        `SELECT sent_at FROM operations WHERE id = $2`,
+        [operationId],
+      );
+      after.sent = sent;
+    }
+    // A decision (its event's time, its decided_at) waiting for a holder of its operation's or execution's row.
+    for (const table of ['operations', 'executions'] as const) {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      const decided = await afterLockOnlyHolder(
+        { table, id: table === 'operations' ? operationId : executionId },
+        () => decideApproval(operationId, 'approve', { approvalStamp: { validForMs: 900_000 } }),
+        `SELECT created_at FROM events WHERE operation_id = $2 AND type = 'approval.decided'`,
+        [operationId],
+      );
+      after[`decided, ${table} held`] = decided;
+    }
+    // An execution move (its event's time, its failure's at) waiting for a holder of the execution's row.
+    {
+      const { executionId } = await newExecutionWithOneOperation();
+      const failure = { code: 'cancelled_by_caller', phase: 'created' };
+      const moved = await afterLockOnlyHolder(
+        { table: 'executions', id: executionId },
+        () =>
+          transitions.executionMoves(db.dataSource.manager, {
+            executionId,
+            from: E.CREATED,
+            moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
+            patch: { failure },
+          }),
+        `SELECT created_at FROM events WHERE execution_id = $2 AND to_status = $3`,
+        [executionId, E.VALIDATING],
+      );
+      after.executionMove = moved;
+    }
+    expect(after).toEqual({
+      sent: true,
+      'decided, operations held': true,
+      'decided, executions held': true,
+      executionMove: true,
+    });
+  });
+
   it('a SENT that waited for its execution’s row past its grant’s expiry or its deadline writes nothing: its guard judges the clock its sent_at is written from', async () => {
     // The guard read the clock before the statement waited for the execution's row, sent_at after it: a SENT judged
     // before the expiry (or deadline) and let through after it committed with sent_at past it — a record of a send

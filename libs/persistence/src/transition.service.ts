@@ -320,15 +320,19 @@ export interface DecisionInput {
  * UPDATE of non-key columns takes). It is first read by the UPDATE of the operation for a row that matched its
  * snapshot, before that UPDATE would wait for the row: `clock_timestamp()` alone there was the time before any wait for
  * a writer holding the operation or the execution, which then committed events ahead of the decision's in seq but
- * dated after them, and a grant written after a wait of a minute held a minute less than its validity.
+ * dated after them, and a grant written after a wait of a minute held a minute less than its validity. The clock is
+ * read ABOVE the locking (`locked`, a sub-select Postgres does not flatten, as it carries FOR NO KEY UPDATE): in the
+ * target list of the SELECT that takes the locks it is computed below its LockRows, before the wait, and read again
+ * only when the holder had changed the row (the re-check of the updated row) — after a holder that only locked it (FOR
+ * UPDATE, FOR SHARE) and committed, the stamp was the time before the wait.
  */
 const STAMP_AFTER_LOCKS = `stamp AS MATERIALIZED (
-         SELECT clock_timestamp() AS at FROM operations so JOIN executions se ON se.id = so.execution_id
-         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se)`;
+         SELECT clock_timestamp() AS at FROM (SELECT 1 FROM operations so JOIN executions se ON se.id = so.execution_id
+         WHERE so.id = $1 FOR NO KEY UPDATE OF so, se) locked)`;
 
 /** An execution move's reading of the clock (a failure's `at`, its events' time), once it holds the row (`$1`). */
 const EXECUTION_MOVE_STAMP = `stamp AS MATERIALIZED (
-         SELECT clock_timestamp() AS at FROM executions WHERE id = $1 FOR NO KEY UPDATE)`;
+         SELECT clock_timestamp() AS at FROM (SELECT 1 FROM executions WHERE id = $1 FOR NO KEY UPDATE) locked)`;
 
 /** The SQL condition for "not decided yet". A release (SENT) is a resolution too: it is recorded before the send. */
 const STILL_OPEN: Record<OpenDecision, string> = {
