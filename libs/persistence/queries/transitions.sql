@@ -179,9 +179,11 @@ WITH stamp AS MATERIALIZED (
          SELECT clock_timestamp() AS at FROM (SELECT 1 FROM operations so JOIN executions se ON se.id = so.execution_id
          WHERE so.id = $1 FOR NO KEY UPDATE OF so, se) locked), moved AS (
          UPDATE operations SET updated_at = (SELECT at FROM stamp), obligation = jsonb_set(coalesce(obligation, '{}'::jsonb) || $5::jsonb, '{resolution,at}', to_jsonb(to_char(((SELECT at FROM stamp)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND CASE WHEN (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND CASE WHEN (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) AND (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
                     AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
-                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()))) ELSE false END AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
+                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > clock_timestamp()))) THEN (EXISTS (SELECT 1 FROM executions ge WHERE ge.id = operations.execution_id
+                    AND ge.status IN ('created', 'validating', 'resolving_context', 'planning', 'running', 'waiting_for_tool', 'waiting_for_approval', 'validating_output', 'completed')
+                    AND (ge.status IN ('completed', 'failed', 'cancelled', 'expired') OR ge.deadline_at > (SELECT at FROM stamp)))) ELSE false END AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7
          RETURNING id, execution_id, tenant_id, created_at, terminal_reason
        ), seq AS (
          UPDATE executions e SET event_seq = e.event_seq + $13::int, updated_at = clock_timestamp()

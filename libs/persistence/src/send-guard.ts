@@ -335,21 +335,32 @@ const and = (sqls: readonly string[]) => sqls.map((sql) => `(${sql})`).join(' AN
 export function sendGuardSql(conditions: readonly SendCondition[], stamp?: string): string {
   const sqlOf = (evaluation: SendCondition['evaluation']) =>
     conditions.filter((c) => c.evaluation === evaluation).map((c) => c.sql);
-  const [rest, waits, clock] = [sqlOf(undefined), sqlOf('may-wait'), sqlOf('reads-clock')];
+  const [rest, waits] = [sqlOf(undefined), sqlOf('may-wait')];
+  const clock = conditions.flatMap((c) => (c.evaluation === 'reads-clock' ? [c.atClock] : []));
   if (clock.length === 0) return and([...rest, ...waits]);
   if (stamp === undefined) return and([...rest, clockAfterWaits(waits, clock)]);
-  const atStamp = conditions.flatMap((c) => (c.evaluation === 'reads-clock' ? [c.atClock(stamp)] : []));
-  return `CASE WHEN ${and([...rest, ...waits, ...clock])} THEN ${and(atStamp)} ELSE false END`;
+  return clockAfterWaits([...rest, ...waits], clock, stamp);
 }
 
 /**
- * SQL: every condition of `waits` (each may wait for a row lock) and of `clock` (each reads the database's clock), the
- * clock read only after every wait: `CASE WHEN <waits> THEN <clock> ELSE false END` (sendGuardSql says why ANDed
- * conditions give no such order). Also for a person's decision that holds only before a deadline (TransitionService).
+ * SQL: every condition of `waits` (each may wait for a row lock) and of `clock` (each reads the database's clock: given
+ * the SQL of a reading of it, its condition at that reading), the clock read only after every wait:
+ * `CASE WHEN <waits> THEN <clock> ELSE false END` (sendGuardSql says why ANDed conditions give no such order). Also for
+ * a person's decision that holds only before a deadline (TransitionService). Given `stamp` (the statement's stamp, the
+ * reading its times are written from), the clock conditions are judged by the clock now and then at the stamp, as
+ * sendGuardSql does: `CASE WHEN <waits> AND <clock, now> THEN <clock, at the stamp> ELSE false END` — the stamp, which
+ * locks rows, is read only once everything else holds.
  */
-export function clockAfterWaits(waits: readonly string[], clock: readonly string[]): string {
+export function clockAfterWaits(
+  waits: readonly string[],
+  clock: readonly ((reading: string) => string)[],
+  stamp?: string,
+): string {
   if (clock.length === 0) return waits.length === 0 ? 'true' : and(waits);
-  return `CASE WHEN ${waits.length === 0 ? 'true' : and(waits)} THEN ${and(clock)} ELSE false END`;
+  const now = clock.map((at) => at(NOW));
+  if (stamp === undefined)
+    return `CASE WHEN ${waits.length === 0 ? 'true' : and(waits)} THEN ${and(now)} ELSE false END`;
+  return `CASE WHEN ${and([...waits, ...now])} THEN ${and(clock.map((at) => at(stamp)))} ELSE false END`;
 }
 
 /**

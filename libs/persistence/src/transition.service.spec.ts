@@ -1604,6 +1604,73 @@ describe('TransitionService (real Postgres)', () => {
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
   });
 
+  it('decide: a grant or a release that waited for its execution’s row while the deadline passed is not written: the deadline is judged at the stamp its times are written from', async () => {
+    // The deadline was judged by the clock when the UPDATE matched the row, before the stamp waited for the execution's
+    // row; a holder that only locked it (changed nothing, so nothing re-checked the condition) let a grant or a release
+    // through with its decided_at, its resolution's at, past the deadline.
+    const writtenAfterDeadline = async (
+      decide: (executionId: string, operationId: string) => Promise<TransitionResult>,
+    ) => {
+      const { executionId, operationId } = await newExecutionWithOneOperation();
+      await db.dataSource.query(
+        `WITH e AS (UPDATE executions SET status = 'running', deadline_at = clock_timestamp() + interval '1500 milliseconds'
+                     WHERE id = $2)
+         UPDATE operations SET status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT' WHERE id = $1`,
+        [operationId, executionId],
+      );
+      const decided = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+        await holder.startTransaction();
+        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+        let answered = false;
+        const deciding = decide(executionId, operationId).finally(() => (answered = true));
+        await waitForLockWaiter(db.dataSource, { unless: () => answered });
+        await waitFor(
+          async () =>
+            (
+              (await db.dataSource.query(
+                `SELECT clock_timestamp() > deadline_at AS past FROM executions WHERE id = $1`,
+                [executionId],
+              )) as { past: boolean }[]
+            )[0].past,
+          (past) => past,
+        );
+        expect(answered).toBe(false);
+        await holder.commitTransaction();
+        return deciding;
+      });
+      const events = await db.dataSource.query(`SELECT 1 FROM events WHERE operation_id = $1`, [operationId]);
+      return { won: decided.won, events: (events as unknown[]).length };
+    };
+    const grant = await writtenAfterDeadline(async (_executionId, operationId) => {
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'PREPARED', terminal_reason = NULL, approval = '{"state": "requested"}'
+          WHERE id = $1`,
+        [operationId],
+      );
+      return decideApproval(operationId, 'approve', {
+        approvalStamp: { validForMs: 900_000 },
+        whileBeforeDeadline: true,
+      });
+    });
+    const release = await writtenAfterDeadline((_executionId, operationId) =>
+      transitions.decide(db.dataSource.manager, {
+        operation: {
+          ...snapshot(operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
+        },
+        tenantId: 'acme',
+        byKey: reviewerKey,
+        open: 'resolution',
+        whileExecutionCarriesOutRelease: true,
+        event: { type: 'operation.resolved', data: { status: 'SENT' } },
+        merge: { obligation: { resolution: { status: 'SENT' } } },
+        resolutionStamp: true,
+      }),
+    );
+    expect({ grant, release }).toEqual({ grant: { won: false, events: 0 }, release: { won: false, events: 0 } });
+  });
+
   it('decide: a decision with versions it may not be made on (If-None-Match) is refused at one, also one reached while it waited', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const versionNow = async () =>
@@ -1838,10 +1905,25 @@ describe('TransitionService (real Postgres)', () => {
     // decided, or on another tenant, neither waits for a holder nor holds the rows after.
     const { executionId, operationId } = await newExecutionWithOneOperation();
     expect((await decideApproval(operationId, 'approve', { approvalStamp: { validForMs: 900_000 } })).won).toBe(true);
+    const late = await newExecutionWithOneOperation();
+    await db.dataSource.query(
+      `WITH e AS (UPDATE executions SET status = 'running', deadline_at = clock_timestamp() - interval '1 second'
+                   WHERE id = $2)
+       UPDATE operations SET approval = '{"state": "requested"}' WHERE id = $1`,
+      [late.operationId, late.executionId],
+    );
+    const held = await newExecutionWithOneOperation();
+    await db.dataSource.query(
+      `WITH e AS (UPDATE executions SET status = 'running' WHERE id = $2)
+       UPDATE operations SET status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT' WHERE id = $1`,
+      [held.operationId, held.executionId],
+    );
     const lost = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
       await holder.startTransaction();
-      await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [operationId]);
-      await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+      for (const { operationId: op, executionId: ex } of [{ operationId, executionId }, late, held]) {
+        await holder.query(`SELECT 1 FROM operations WHERE id = $1 FOR UPDATE`, [op]);
+        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [ex]);
+      }
       const again = await decideApproval(operationId, 'deny', {
         approvalStamp: {},
         move: { to: OperationStatus.CANCELLED, reason: TerminalReason.DENIED },
@@ -1855,10 +1937,36 @@ describe('TransitionService (real Postgres)', () => {
         merge: {},
         resolutionStamp: true,
       });
+      // A grant judged at its stamp against the deadline: already decided, or its deadline already passed in its
+      // snapshot, it reads no stamp either.
+      const againGranted = await decideApproval(operationId, 'approve', {
+        approvalStamp: { validForMs: 900_000 },
+        whileBeforeDeadline: true,
+      });
+      const pastDeadline = await decideApproval(late.operationId, 'approve', {
+        approvalStamp: { validForMs: 900_000 },
+        whileBeforeDeadline: true,
+      });
+      // A release judged at its stamp, whose count of investigations seen is not the row's.
+      const releaseOnOld = await transitions.decide(db.dataSource.manager, {
+        operation: {
+          ...snapshot(held.operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
+        },
+        tenantId: 'acme',
+        byKey: reviewerKey,
+        open: 'resolution',
+        investigationsSeen: 1,
+        whileExecutionCarriesOutRelease: true,
+        event: { type: 'operation.resolved', data: { status: 'SENT' } },
+        merge: { obligation: { resolution: { status: 'SENT' } } },
+        resolutionStamp: true,
+      });
       await holder.commitTransaction();
-      return [again.won, elsewhere.won];
+      return [again.won, elsewhere.won, againGranted.won, pastDeadline.won, releaseOnOld.won];
     });
-    expect(lost).toEqual([false, false]);
+    expect(lost).toEqual([false, false, false, false, false]);
   });
 
   it('decide: a stamped decision waiting for its operation’s row holds nothing of its execution’s (operation first)', async () => {

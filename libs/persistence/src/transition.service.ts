@@ -889,18 +889,24 @@ export class TransitionService {
     if (move && requiresUnrejected(move.to, 'human')) unchanged += ' AND rejected_at IS NULL';
     // Conditions that share-lock rows another writer may hold (`waits`), and those that read the clock (`clock`): the
     // clock is read only after every wait (clockAfterWaits), or a decision that waited past its deadline was written.
+    // A stamped decision judges them at its stamp too (after the wait for the rows it writes), as a SENT's guard does:
+    // judged only by the clock when the UPDATE matched the row, a grant or a release that then waited for a holder of
+    // the execution's row was written with its decided_at, its resolution's at, past the deadline.
     const waits: string[] = [];
-    const clock: string[] = [];
+    const clock: ((reading: string) => string)[] = [];
     params.push(input.byKey);
     waits.push(
       `EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $${params.length} AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)`,
     );
     if (input.whileBeforeDeadline) {
       clock.push(
-        `EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > clock_timestamp())`,
+        (reading) =>
+          `EXISTS (SELECT 1 FROM executions de WHERE de.id = operations.execution_id AND de.deadline_at > ${reading})`,
       );
     }
-    if (input.whileExecutionCarriesOutRelease) clock.push(executionCarriesOutRelease('operations.execution_id'));
+    if (input.whileExecutionCarriesOutRelease) {
+      clock.push((reading) => executionCarriesOutRelease('operations.execution_id', reading));
+    }
     if (input.whileRequestedAt !== undefined) {
       params.push(input.whileRequestedAt);
       unchanged += ` AND approval->>'requested_at' = $${params.length}::text`;
@@ -913,7 +919,7 @@ export class TransitionService {
       params.push(input.whileVersionNotIn);
       waits.push(`NOT ${operationVersionOf('operations', undefined, 'locked')} = ANY($${params.length}::text[])`);
     }
-    unchanged += ` AND ${clockAfterWaits(waits, clock)}`;
+    unchanged += ` AND ${clockAfterWaits(waits, clock, stampOf(stamped))}`;
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
       unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;
