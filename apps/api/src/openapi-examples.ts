@@ -536,6 +536,12 @@ export const PROBLEMS = {
     summary:
       'Redis cannot be reached, and the request is nothing but Redis (a re-check, Bull Board): nothing was done (see Retry-After)',
   },
+  'api-stopping': {
+    status: 503,
+    title: 'Service unavailable',
+    detail: 'this API process is stopping; nothing in the request was carried out: send it again',
+    summary: 'POST /mcp: this API process has begun to stop; nothing in the POST was carried out (see Retry-After)',
+  },
   'not-ready': {
     status: 503,
     title: 'Not ready',

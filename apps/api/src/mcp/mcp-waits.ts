@@ -13,6 +13,11 @@ export class McpWaits {
   private readonly serving = new Set<VerityMcp>();
   private stopping = false;
 
+  /** The process has begun to stop (stopAll has run): a POST that arrives now is refused, nothing in it carried out. */
+  get isStopping(): boolean {
+    return this.stopping;
+  }
+
   /** Notes a server; returns what forgets it (when its response has closed). A server made while stopping stops at once. */
   serve(mcp: VerityMcp): () => void {
     this.serving.add(mcp);

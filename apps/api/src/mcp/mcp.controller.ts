@@ -85,7 +85,7 @@ export class McpController {
         'text/event-stream': { schema: { type: 'string' } },
       },
     },
-    problems: [401, 403, 429, 'too-many-mcp-requests'],
+    problems: [401, 403, 429, 'too-many-mcp-requests', 'api-stopping'],
   })
   @ApiResponse({ status: 202, description: 'A notification or response was accepted; no body' })
   @ApiResponse({
@@ -118,6 +118,10 @@ export class McpController {
     content: jsonRpcError(-32000, 'Unsupported Media Type: Content-Type must be application/json'),
   })
   async post(@Req() req: Request, @Res() res: Response): Promise<void> {
+    // Arrived once the process began to stop (a body that ended late, a kept-alive connection): its tools would call
+    // back into an API whose listener may be closed, and a submission would end "no answer" (ECONNREFUSED), its outcome
+    // unknown to the agent. Refused whole first, nothing in it carried out; the client sends it again elsewhere.
+    if (this.waits.isStopping) throw Problem.stopping();
     // Unknown fields are rejected, never dropped — in a query too, as on /v1 (RefuseUnreadQuery, which judges /v1, /health
     // and / only): `POST /mcp?dry_run=true` carried out the submission it held as if the parameter had not been there.
     // The transport takes none; each one given is refused as a refused body is here, a JSON-RPC Invalid Request.

@@ -57,6 +57,7 @@ export const PROBLEM_CODES = [
   'database-unavailable',
   'queue-unavailable',
   'not-ready',
+  'api-stopping',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];
@@ -160,6 +161,22 @@ export class Problem extends Error {
         ? 'the database did not answer in time; the request may still have been recorded: repeat it with the same ' +
             'Idempotency-Key, or read the current state before sending it again'
         : 'the database cannot be reached; nothing was written',
+      {},
+      { 'retry-after': '1' },
+    );
+  }
+
+  /**
+   * An MCP POST that arrived once this API process had begun to stop: its tools call back into the API, whose listener
+   * may already be closed (each call would end "no answer", an outcome the agent could not tell from a lost write). It
+   * is refused whole before anything in it runs; another process (or this one restarted) serves it.
+   */
+  static stopping(): Problem {
+    return new Problem(
+      503,
+      'api-stopping',
+      'Service unavailable',
+      'this API process is stopping; nothing in the request was carried out: send it again',
       {},
       { 'retry-after': '1' },
     );

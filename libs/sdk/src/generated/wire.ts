@@ -1168,7 +1168,8 @@ export interface components {
         | 'https://verity.dev/problems/internal'
         | 'https://verity.dev/problems/database-unavailable'
         | 'https://verity.dev/problems/queue-unavailable'
-        | 'https://verity.dev/problems/not-ready';
+        | 'https://verity.dev/problems/not-ready'
+        | 'https://verity.dev/problems/api-stopping';
       title: string;
       status: number;
       detail?: string;
