@@ -167,7 +167,8 @@ async function bootstrap(): Promise<void> {
     logger,
     async () => {
       // The MCP waits first, while the API still answers the read of the state each one answers with (McpWaits).
-      await app.get(McpWaits).stopAll();
+      // Bounded by the stop's deadline: a read stalled on Postgres does not push the close past the grace.
+      await app.get(McpWaits).stopAll(stopDeadline);
       app.get(StreamService).closeAll();
       // server.close() (in app.close) closes the connections idle at that moment and waits for every other one. A
       // request still running at SIGTERM leaves its keep-alive connection open after its answer, and a client holds

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { StopDeadline } from '@verity/platform';
 import type { VerityMcp } from '@verity/sdk/mcp';
 
 /**
@@ -27,9 +28,26 @@ export class McpWaits {
     };
   }
 
-  /** Ends every wait in flight, and any started after; resolves once those in flight have their answers. */
-  async stopAll(): Promise<void> {
+  /**
+   * Ends every wait in flight, and any started after; resolves once those in flight have their answers, or once the
+   * stop's deadline for database work has passed (`deadline`, begun at the signal). Each answer reads the state, for up
+   * to its own bound (8 s): with Postgres stalled, that held the close that follows past SHUTDOWN_GRACE_MS (10 s at
+   * least) and the process ended in the forced exit 1. A wait still unanswered then is closed with the rest.
+   */
+  async stopAll(deadline: StopDeadline): Promise<void> {
     this.stopping = true;
-    await Promise.allSettled([...this.serving].map((mcp) => mcp.stopWaits()));
+    const answered = Promise.allSettled([...this.serving].map((mcp) => mcp.stopWaits()));
+    const leftMs = deadline.leftMs();
+    if (leftMs === null) {
+      await answered;
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const passed = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, leftMs);
+      timer.unref();
+    });
+    await Promise.race([answered, passed]);
+    clearTimeout(timer);
   }
 }
