@@ -203,6 +203,25 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
     expect(Date.now() - stopping).toBeLessThan(8_000);
   });
 
+  // The host asked again: it will not wait for the grace. As the API's CLIs do, a second signal stops it at once, exit
+  // 1, saying that the requests in flight went unanswered (ignored, the process ran on for the grace, 10 s).
+  it('a second signal stops it at once: exit 1, saying the requests in flight went unanswered', async () => {
+    const api = await holdingApi();
+    const stdio = startStdio(api.url);
+    child = stdio.child;
+    await initialized(stdio);
+    stdio.send({ id: 2, method: 'tools/call', params: { name: 'submit_execution', arguments: UNIT_SUBMISSION } });
+    await waitUntil(() => api.held.answer !== undefined);
+    stdio.child.kill('SIGTERM');
+    await waitUntil(() => stdio.stderr().includes('answering 1 request(s) in flight first'));
+    const stopping = Date.now();
+    stdio.child.kill('SIGINT');
+    expect(await stdio.exited).toEqual({ code: 1, signal: null });
+    expect(Date.now() - stopping).toBeLessThan(5_000);
+    expect(stdio.stderr()).toContain('SIGINT: stopped at once; 1 request(s) in flight went unanswered');
+    expect(stdio.lines.some((l) => l.id === 2)).toBe(false);
+  });
+
   it('with nothing in flight, exits 0 at once', async () => {
     const api = await holdingApi();
     const stdio = startStdio(api.url);
