@@ -3,7 +3,7 @@ import { APP_FILTER, APP_GUARD, DiscoveryModule } from '@nestjs/core';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { DataSource } from 'typeorm';
-import { PlatformModule, VerityConfig } from '@verity/platform';
+import { Logger, PlatformModule, VerityConfig } from '@verity/platform';
 import { QueuesModule } from '@verity/queues';
 import { ChangesController } from './admin/changes.controller';
 import { ChangesService } from './admin/changes.service';
@@ -37,12 +37,15 @@ import { StreamService } from './stream/stream.service';
 
 @Module({})
 export class ApiModule {
-  /** `dataSource`: the one its main opened (openAppDataSource); none in a test that builds the module alone. */
-  static forRoot(config: VerityConfig, dataSource?: DataSource) {
+  /**
+   * `dataSource`: the one its main opened (openAppDataSource); `logger`: its main's (startProcess). None in a test that
+   * builds the module alone.
+   */
+  static forRoot(config: VerityConfig, dataSource?: DataSource, logger?: Logger) {
     return {
       module: ApiModule,
       imports: [
-        PlatformModule.forRoot('api', config),
+        PlatformModule.forRoot('api', config, logger),
         PersistenceModule.forRoot(dataSource),
         QueuesModule,
         ConnectorsModule,

@@ -75,7 +75,7 @@ async function bootstrap(): Promise<void> {
   // Every query parameter is read, however many come before it (see parseWholeQuery).
   routes.set('query parser', parseWholeQuery);
   const app = await NestFactory.create<NestExpressApplication>(
-    ApiModule.forRoot(config, dataSource),
+    ApiModule.forRoot(config, dataSource, logger),
     new ExpressAdapter(routes),
     {
       logger: ['error', 'warn'],

@@ -20,12 +20,15 @@ export class DispatcherModule implements OnApplicationShutdown {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  /** `dataSource`: the one its main opened (openAppDataSource); none in a test that builds the module alone. */
-  static forRoot(config: VerityConfig, dataSource?: DataSource) {
+  /**
+   * `dataSource`: the one its main opened (openAppDataSource); `logger`: its main's (startProcess). None in a test that
+   * builds the module alone.
+   */
+  static forRoot(config: VerityConfig, dataSource?: DataSource, logger?: Logger) {
     return {
       module: DispatcherModule,
       imports: [
-        PlatformModule.forRoot('dispatcher', config),
+        PlatformModule.forRoot('dispatcher', config, logger),
         PersistenceModule.forRoot(dataSource),
         QueuesModule,
         ConnectorsModule,

@@ -7,7 +7,7 @@ import { DISPATCHER_QUEUES, DispatcherModule } from './dispatcher.module';
 runWorkerApp({
   name: 'dispatcher',
   tracing,
-  module: (config, dataSource) => DispatcherModule.forRoot(config, dataSource),
+  module: (config, dataSource, logger) => DispatcherModule.forRoot(config, dataSource, logger),
   metricsPort: 'DISPATCHER_METRICS_PORT',
   queues: DISPATCHER_QUEUES,
   ready: (config) => ({ concurrency: config.WORKER_CONCURRENCY }),

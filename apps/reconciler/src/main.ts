@@ -7,7 +7,7 @@ import { RECONCILER_QUEUES, ReconcilerModule } from './reconciler.module';
 runWorkerApp({
   name: 'reconciler',
   tracing,
-  module: (config, dataSource) => ReconcilerModule.forRoot(config, dataSource),
+  module: (config, dataSource, logger) => ReconcilerModule.forRoot(config, dataSource, logger),
   metricsPort: 'RECONCILER_METRICS_PORT',
   queues: RECONCILER_QUEUES,
 });

@@ -36,12 +36,15 @@ export class ReconcilerModule implements OnApplicationBootstrap, BeforeApplicati
     );
   }
 
-  /** `dataSource`: the one its main opened (openAppDataSource); none in a test that builds the module alone. */
-  static forRoot(config: VerityConfig, dataSource?: DataSource) {
+  /**
+   * `dataSource`: the one its main opened (openAppDataSource); `logger`: its main's (startProcess). None in a test that
+   * builds the module alone.
+   */
+  static forRoot(config: VerityConfig, dataSource?: DataSource, logger?: Logger) {
     return {
       module: ReconcilerModule,
       imports: [
-        PlatformModule.forRoot('reconciler', config),
+        PlatformModule.forRoot('reconciler', config, logger),
         PersistenceModule.forRoot(dataSource),
         QueuesModule,
         ConnectorsModule,

@@ -1,4 +1,10 @@
 import type { Logger } from 'pino';
+import { logsWritten } from './logger';
+
+/** How long an orderly exit waits for its last log lines to be written (or refused by a reader gone): see logsWritten. */
+const EXIT_LOG_WAIT_MS = 1_000;
+/** The same for the exit forced past the grace, which is already late. */
+const FORCED_EXIT_LOG_WAIT_MS = 250;
 
 /**
  * What a stop keeps for itself after its database work: ending the pool's sessions (at most 1 s each, side by side),
@@ -47,19 +53,22 @@ export function onShutdown(
     closing = true;
     deadline?.begin(timeoutMs);
     logger.info({ signal }, 'shutting down');
+    // Each exit waits (bounded) until the log lines before it are written or refused: see logsWritten.
+    const exitAfterLogs = (code: number, boundMs: number) =>
+      void logsWritten(logger, boundMs).then(() => process.exit(code));
     const force = setTimeout(() => {
       logger.error('shutdown timed out; exiting');
-      process.exit(1);
+      exitAfterLogs(1, FORCED_EXIT_LOG_WAIT_MS);
     }, timeoutMs);
     force.unref();
     close().then(
       () => {
         logger.info('stopped');
-        process.exit(0);
+        exitAfterLogs(0, EXIT_LOG_WAIT_MS);
       },
       (error: unknown) => {
         logger.error({ err: error }, 'error while shutting down');
-        process.exit(1);
+        exitAfterLogs(1, EXIT_LOG_WAIT_MS);
       },
     );
   };

@@ -3,6 +3,7 @@ import type { DataSource } from 'typeorm';
 import { NestFactory } from '@nestjs/core';
 import { openAppDataSource } from '@verity/persistence';
 import {
+  Logger,
   StopDeadline,
   Tracing,
   VerityConfig,
@@ -19,8 +20,8 @@ export interface WorkerApp {
   name: 'dispatcher' | 'reconciler';
   /** Started by the app's first import (./tracing), before Nest, pg and ioredis were required; null when off. */
   tracing: Tracing | null;
-  /** `dataSource`: the app's pool, opened before Nest builds the module. */
-  module: (config: VerityConfig, dataSource: DataSource) => DynamicModule;
+  /** `dataSource`: the app's pool, opened before Nest builds the module; `logger`: the process's one logger. */
+  module: (config: VerityConfig, dataSource: DataSource, logger: Logger) => DynamicModule;
   metricsPort: 'DISPATCHER_METRICS_PORT' | 'RECONCILER_METRICS_PORT';
   /** The queues this app consumes (their depth is on its /metrics). */
   queues: readonly QueueName[];
@@ -53,7 +54,7 @@ async function start(spec: WorkerApp): Promise<void> {
   starting();
   let app: INestApplicationContext | undefined;
   const up = (async () => {
-    const context = await NestFactory.createApplicationContext(spec.module(config, dataSource), {
+    const context = await NestFactory.createApplicationContext(spec.module(config, dataSource, logger), {
       logger: ['error', 'warn'],
     });
     app = context;
