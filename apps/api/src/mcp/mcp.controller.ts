@@ -1,4 +1,4 @@
-import { Controller, Delete, Get, Options, Patch, Post, Put, Req, Res } from '@nestjs/common';
+import { Controller, Delete, Get, Options, Patch, Post, Put, Req, Res, applyDecorators } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { ApiBearerAuth, ApiExcludeEndpoint, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
@@ -319,34 +319,24 @@ export class McpController {
     res.status(204).end();
   }
 
-  // GET and DELETE (PUT and PATCH too) only ever answer 405 (the transport's spec asks for that answer): not documented as operations.
-  // Public, like a method no route has: with no key or a wrong one the answer is the same 405, not a 401 the document
-  // does not describe for them (and a key looked up for nothing).
-  @Get()
-  @Public()
-  @ApiExcludeEndpoint()
+  // GET and DELETE only ever answer 405 (the transport's spec asks for that answer), and so do PUT and PATCH: every
+  // method but POST is told where to go (Allow: POST), not "no route".
+  @NotAllowed(Get())
   get(): never {
     throw notAllowed();
   }
 
-  @Delete()
-  @Public()
-  @ApiExcludeEndpoint()
+  @NotAllowed(Delete())
   delete(): never {
     throw notAllowed();
   }
 
-  // PUT and PATCH too: every method but POST is told where to go (Allow: POST), not "no route".
-  @Put()
-  @Public()
-  @ApiExcludeEndpoint()
+  @NotAllowed(Put())
   put(): never {
     throw notAllowed();
   }
 
-  @Patch()
-  @Public()
-  @ApiExcludeEndpoint()
+  @NotAllowed(Patch())
   patch(): never {
     throw notAllowed();
   }
@@ -487,6 +477,15 @@ function withHeaders(extra: Record<string, string>): typeof fetch {
 
 function hostLiteral(address: string): string {
   return address.includes(':') ? `[${address}]` : address;
+}
+
+/**
+ * A method /mcp only ever answers 405 for (notAllowed), routed by `route`. Public, like a method no route has: with no
+ * key or a wrong one the answer is the same 405, not a 401 the document does not describe for it (and a key looked up
+ * for nothing). Not documented as an operation.
+ */
+function NotAllowed(route: MethodDecorator) {
+  return applyDecorators(route, Public(), ApiExcludeEndpoint());
 }
 
 function notAllowed(): Problem {
