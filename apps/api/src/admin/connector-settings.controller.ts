@@ -3,7 +3,7 @@ import { ConnectorSettingsInput, ConnectorSettingsInputSchema } from '@verity/co
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, answerVersioned, setETag, versionConditionOf } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerRead, answerWrite, versionConditionOf } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { CONNECTOR_SETTINGS_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -41,10 +41,8 @@ export class ConnectorSettingsController {
     @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ) {
-    const { view, version } = await this.settings.get(principal, connector);
     // The usage shown moves with every send and with time; the version does not.
-    answerVersioned(req, res, version);
-    return view;
+    return answerRead(req, res, this.settings.get(principal, connector));
   }
 
   @Put(':connector')
@@ -75,9 +73,7 @@ export class ConnectorSettingsController {
     @Res({ passthrough: true }) res: Response,
     @JsonBody(ConnectorSettingsInputSchema) input: ConnectorSettingsInput,
   ) {
-    const { view, version } = await this.settings.put(principal, connector, input, versionConditionOf(req));
-    setETag(res, version);
-    return view;
+    return answerWrite(res, this.settings.put(principal, connector, input, versionConditionOf(req)));
   }
 
   @Delete(':connector')

@@ -1,7 +1,7 @@
 import { Get, Put, Req, Res } from '@nestjs/common';
 import type { Request, Response } from 'express';
 import { CurrentPrincipal, Principal } from '../auth/principal';
-import { TakesIfMatch, VERSION_ETAG, answerVersioned, setETag, versionConditionOf } from '../http/if-match';
+import { TakesIfMatch, VERSION_ETAG, answerRead, answerWrite, versionConditionOf } from '../http/if-match';
 import { JsonBody } from '../http/parse';
 import { POLICY_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
@@ -22,10 +22,8 @@ export class PolicyController {
     problems: ['not-found'],
   })
   async get(@CurrentPrincipal() principal: Principal, @Req() req: Request, @Res({ passthrough: true }) res: Response) {
-    const { view, version } = await this.policy.get(principal);
     // The defaults shown (OBLIGATION_DUE_MS, the connectors' amount declarations) are no part of the version.
-    answerVersioned(req, res, version);
-    return view;
+    return answerRead(req, res, this.policy.get(principal));
   }
 
   @Put()
@@ -52,8 +50,6 @@ export class PolicyController {
     @Res({ passthrough: true }) res: Response,
     @JsonBody(PolicyInputSchema) input: PolicyInput,
   ) {
-    const { view, version } = await this.policy.put(principal, input, versionConditionOf(req));
-    setETag(res, version);
-    return view;
+    return answerWrite(res, this.policy.put(principal, input, versionConditionOf(req)));
   }
 }

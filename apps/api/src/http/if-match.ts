@@ -132,6 +132,27 @@ export function answerVersioned(
   setETag(res, version);
 }
 
+/** A read of a versioned resource answered (answerVersioned): its view, its version as the `ETag`. */
+export async function answerRead<T>(
+  req: Pick<Request, 'headers'>,
+  res: Pick<Response, 'setHeader'>,
+  answer: Promise<{ view: T; version: string }>,
+): Promise<T> {
+  const { view, version } = await answer;
+  answerVersioned(req, res, version);
+  return view;
+}
+
+/** A write of a versioned resource answered: the view after it, its new version as the `ETag` (setETag). */
+export async function answerWrite<T>(
+  res: Pick<Response, 'setHeader'>,
+  answer: Promise<{ view: T; version: string }>,
+): Promise<T> {
+  const { view, version } = await answer;
+  setETag(res, version);
+  return view;
+}
+
 /**
  * The entity tags a conditional header lists as sent (`W/` kept), `*`, or undefined without the header. A header that is
  * no list of entity tags is 400 naming it, never taken for "no precondition".

@@ -8,10 +8,10 @@ import {
   ActsOn,
   TakesIfMatch,
   VERSION_ETAG,
-  answerVersioned,
+  answerRead,
+  answerWrite,
   ifMatchOf,
   ifNoneMatchOf,
-  setETag,
 } from '../http/if-match';
 import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
@@ -21,13 +21,6 @@ import { ApprovalBody, ResolveBody } from '../schemas';
 import { OperationsService } from './operations.service';
 
 const ID = { name: 'id', description: 'operation id (op_…)' };
-
-/** Answers the operation as shown, with its version as the ETag (what a decision's If-Match names). */
-async function shown<T>(res: Response, answer: Promise<{ view: T; version: string }>): Promise<T> {
-  const { view, version } = await answer;
-  setETag(res, version);
-  return view;
-}
 
 @ApiTags('operations')
 @ApiBearerAuth()
@@ -62,9 +55,7 @@ export class OperationsController {
   ) {
     // The ETag names the version a person decides on, not this representation: what it shows also changes with time
     // alone (a FAILED becomes permitted once no call can still land), the version does not (answerVersioned).
-    const { view, version } = await this.operations.get(principal, id);
-    answerVersioned(req, res, version);
-    return view;
+    return answerRead(req, res, this.operations.get(principal, id));
   }
 
   @Post(':id/approval')
@@ -92,10 +83,7 @@ export class OperationsController {
     @Res({ passthrough: true }) res: Response,
     @JsonBody(ApprovalBody) input: z.infer<typeof ApprovalBody>,
   ) {
-    const ifMatch = ifMatchOf(req);
-    const ifNoneMatch = await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
-    return shown(
-      res,
+    return this.decided(principal, id, req, res, (ifMatch, ifNoneMatch) =>
       this.operations.decide(principal, id, input.decision, input.reason, input.requested_at, ifMatch, ifNoneMatch),
     );
   }
@@ -130,15 +118,11 @@ export class OperationsController {
     @Res({ passthrough: true }) res: Response,
     @JsonBody(ResolveBody) input: z.infer<typeof ResolveBody>,
   ) {
-    const ifMatch = ifMatchOf(req);
-    const ifNoneMatch = await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
-    if (input.status === OperationStatus.MANUAL_REVIEW) {
-      return shown(
-        res,
-        this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds, ifMatch, ifNoneMatch),
-      );
-    }
-    return shown(res, this.operations.resolve(principal, id, input.status, input.evidence, ifMatch, ifNoneMatch));
+    return this.decided(principal, id, req, res, (ifMatch, ifNoneMatch) =>
+      input.status === OperationStatus.MANUAL_REVIEW
+        ? this.operations.stillUnknown(principal, id, input.evidence, input.due_in_seconds, ifMatch, ifNoneMatch)
+        : this.operations.resolve(principal, id, input.status, input.evidence, ifMatch, ifNoneMatch),
+    );
   }
 
   @Post(':id/recheck')
@@ -172,9 +156,9 @@ export class OperationsController {
     @Body() body: unknown,
   ) {
     refuseBody(req, body, 'recheck');
-    const ifMatch = ifMatchOf(req);
-    const ifNoneMatch = await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
-    return shown(res, this.operations.recheck(principal, id, ifMatch, ifNoneMatch));
+    return this.decided(principal, id, req, res, (ifMatch, ifNoneMatch) =>
+      this.operations.recheck(principal, id, ifMatch, ifNoneMatch),
+    );
   }
 
   @Post(':id/retry')
@@ -217,5 +201,22 @@ export class OperationsController {
     res.setHeader('location', `/v1/operations/${result.operation.id}`);
     res.locals.executionId = result.execution.id;
     return result;
+  }
+
+  /**
+   * A reviewer's request on a held or waiting operation (a decision, a re-check), made on the versions the request
+   * names: If-Match as sent, If-None-Match refused at once (412) where it is `*` or names the operation's current
+   * version; answered with the operation after it, its new version the ETag.
+   */
+  private async decided<T>(
+    principal: Principal,
+    id: string,
+    req: Request,
+    res: Response,
+    decide: (ifMatch?: string[], ifNoneMatch?: readonly string[]) => Promise<{ view: T; version: string }>,
+  ): Promise<T> {
+    const ifMatch = ifMatchOf(req);
+    const ifNoneMatch = await this.operations.refuseNoneMatch(principal, id, ifNoneMatchOf(req));
+    return answerWrite(res, decide(ifMatch, ifNoneMatch));
   }
 }
