@@ -907,6 +907,66 @@ describe('TransitionService (real Postgres)', () => {
       [id],
     )) as { type: string; to_status: string | null; data: Record<string, unknown>; exact: string; at: string }[];
 
+  /** Whether the time `later` is at or after `earlier`, compared in Postgres (to the microsecond). */
+  const notBefore = async (later: string, earlier: string) =>
+    (
+      (await db.dataSource.query(`SELECT $1::timestamptz >= $2::timestamptz AS "inOrder"`, [later, earlier])) as {
+        inOrder: boolean;
+      }[]
+    )[0].inOrder;
+
+  /**
+   * Runs `statement` while a holder (a session of its own) has the row `lock` names locked FOR UPDATE: once the
+   * statement waits for that row and `meanwhile` has come about (by default the database's clock moving on: observed,
+   * not slept), the statement still unanswered, the holder does `whileHeld` in its transaction and commits. Returns
+   * what the statement answered, and what `whileHeld` returned.
+   */
+  async function waitingForHolder<T, H = undefined>(
+    lock: { table: string; id: string },
+    statement: () => Promise<T>,
+    {
+      whileHeld,
+      meanwhile = databaseClockMovesOn,
+    }: { whileHeld?: (holder: QueryRunner) => Promise<H>; meanwhile?: () => Promise<unknown> } = {},
+  ): Promise<{ answer: T; held: H | undefined }> {
+    return withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM ${lock.table} WHERE id = $1 FOR UPDATE`, [lock.id]);
+      let answered = false;
+      const answering = statement().finally(() => (answered = true));
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      await meanwhile();
+      expect(answered).toBe(false);
+      const held = await whileHeld?.(holder);
+      await holder.commitTransaction();
+      return { answer: await answering, held };
+    });
+  }
+
+  /** What the holder of an operation's row (an annotation) or of its execution's (a move) writes ahead of a waiter. */
+  const holderWrites =
+    (hold: 'operation' | 'execution', executionId: string, operationId: string) => (holder: QueryRunner) =>
+      hold === 'operation'
+        ? transitions.annotate(holder.manager, {
+            executionId,
+            operationId,
+            whileStatus: OperationStatus.PREPARED,
+            type: 'operation.observed',
+          })
+        : transitions.executionMoves(holder.manager, { executionId, from: E.CREATED, moves: [{ to: E.VALIDATING }] });
+
+  /** Waits until the database's clock is past the deadline of the execution. */
+  const deadlinePasses = (executionId: string) => () =>
+    waitFor(
+      async () =>
+        (
+          (await db.dataSource.query(`SELECT clock_timestamp() > deadline_at AS past FROM executions WHERE id = $1`, [
+            executionId,
+          ])) as { past: boolean }[]
+        )[0].past,
+      (past) => past,
+    );
+
   it('an execution’s failure is dated by the move that ends it: its at, in the row and the event, is the event’s time', async () => {
     const { executionId } = await newExecutionWithOneOperation();
     // What a writer computed before the statement (its clock, or the database's read earlier): replaced.
@@ -932,33 +992,22 @@ describe('TransitionService (real Postgres)', () => {
   it('an execution move that waited for the row is dated after the wait: a cancel’s failure is not dated before what the holder wrote', async () => {
     const { executionId } = await newExecutionWithOneOperation();
     const failure = { code: 'cancelled_by_caller', phase: 'created' };
-    const moved = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-      await holder.startTransaction();
-      await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
-      let answered = false;
-      const moving = transitions
-        .executionMoves(db.dataSource.manager, {
+    // The database's clock moves on while the move waits (observed, not slept).
+    const { answer: moved } = await waitingForHolder(
+      { table: 'executions', id: executionId },
+      () =>
+        transitions.executionMoves(db.dataSource.manager, {
           executionId,
           from: E.CREATED,
           moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
           patch: { failure },
-        })
-        .finally(() => (answered = true));
-      await waitForLockWaiter(db.dataSource, { unless: () => answered });
-      // The database's clock moves on while the move waits (observed, not slept).
-      await databaseClockMovesOn();
-      expect(answered).toBe(false);
-      await transitions.annotate(holder.manager, { executionId, type: 'execution.observed' });
-      await holder.commitTransaction();
-      return moving;
-    });
+        }),
+      { whileHeld: (holder) => transitions.annotate(holder.manager, { executionId, type: 'execution.observed' }) },
+    );
     expect(moved.won).toBe(true);
     const [held, validating, failed] = (await eventTimes('execution_id', executionId)).slice(-3);
     expect([held.type, validating.to_status, failed.to_status]).toEqual(['execution.observed', E.VALIDATING, E.FAILED]);
-    const [{ inOrder }] = (await db.dataSource.query(`SELECT $1::timestamptz >= $2::timestamptz AS "inOrder"`, [
-      validating.exact,
-      held.exact,
-    ])) as { inOrder: boolean }[];
+    const inOrder = await notBefore(validating.exact, held.exact);
     const [row] = (await db.dataSource.query(`SELECT failure FROM executions WHERE id = $1`, [executionId])) as {
       failure: { at: string };
     }[];
@@ -998,38 +1047,13 @@ describe('TransitionService (real Postgres)', () => {
     // sooner than its validity.
     const decidedWhileHeld = async (hold: 'operation' | 'execution') => {
       const { executionId, operationId } = await newExecutionWithOneOperation();
-      const decided = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        const table = hold === 'operation' ? 'operations' : 'executions';
-        await holder.query(`SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [
-          hold === 'operation' ? operationId : executionId,
-        ]);
-        let answered = false;
-        const deciding = decideApproval(operationId, 'approve', { approvalStamp: { validForMs: 900_000 } }).finally(
-          () => (answered = true),
-        );
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        // The database's clock moves on while the decision waits (observed, not slept): a time it read before the
-        // wait is then a different millisecond from one read after.
-        await databaseClockMovesOn();
-        expect(answered).toBe(false);
-        if (hold === 'operation') {
-          await transitions.annotate(holder.manager, {
-            executionId,
-            operationId,
-            whileStatus: OperationStatus.PREPARED,
-            type: 'operation.observed',
-          });
-        } else {
-          await transitions.executionMoves(holder.manager, {
-            executionId,
-            from: E.CREATED,
-            moves: [{ to: E.VALIDATING }],
-          });
-        }
-        await holder.commitTransaction();
-        return deciding;
-      });
+      // The database's clock moves on while the decision waits (observed, not slept): a time it read before the
+      // wait is then a different millisecond from one read after.
+      const { answer: decided } = await waitingForHolder(
+        hold === 'operation' ? { table: 'operations', id: operationId } : { table: 'executions', id: executionId },
+        () => decideApproval(operationId, 'approve', { approvalStamp: { validForMs: 900_000 } }),
+        { whileHeld: holderWrites(hold, executionId, operationId) },
+      );
       expect(decided.won).toBe(true);
       const log = await eventTimes('execution_id', executionId);
       const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
@@ -1045,10 +1069,7 @@ describe('TransitionService (real Postgres)', () => {
         types: [hold === 'operation' ? 'operation.observed' : 'execution.status_changed', 'approval.decided'],
       });
       // In seq order, in time order: the decision is not dated before the event committed ahead of it.
-      const [{ inOrder }] = (await db.dataSource.query(`SELECT $1::timestamptz >= $2::timestamptz AS "inOrder"`, [
-        decision.exact,
-        held.exact,
-      ])) as { inOrder: boolean }[];
+      const inOrder = await notBefore(decision.exact, held.exact);
       expect({ hold, inOrder, decidedAfterHeld: approval.decided_at >= held.at }).toEqual({
         hold,
         inOrder: true,
@@ -1064,15 +1085,10 @@ describe('TransitionService (real Postgres)', () => {
     // seq than the holder's) were dated before the event the holder committed ahead of them.
     const requestedWhileHeld = async (hold: 'operation' | 'execution') => {
       const { executionId, operationId } = await newExecutionWithOneOperation();
-      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        const table = hold === 'operation' ? 'operations' : 'executions';
-        await holder.query(`SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [
-          hold === 'operation' ? operationId : executionId,
-        ]);
-        let answered = false;
-        const requesting = transitions
-          .annotate(db.dataSource.manager, {
+      const { answer: requesting } = await waitingForHolder(
+        hold === 'operation' ? { table: 'operations', id: operationId } : { table: 'executions', id: executionId },
+        () =>
+          transitions.annotate(db.dataSource.manager, {
             executionId,
             operationId,
             whileStatus: OperationStatus.PREPARED,
@@ -1080,36 +1096,15 @@ describe('TransitionService (real Postgres)', () => {
             patch: { approval: { state: 'requested' } },
             stampApprovalRequest: true,
             type: 'approval.requested',
-          })
-          .finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        await databaseClockMovesOn();
-        expect(answered).toBe(false);
-        if (hold === 'operation') {
-          await transitions.annotate(holder.manager, {
-            executionId,
-            operationId,
-            whileStatus: OperationStatus.PREPARED,
-            type: 'operation.observed',
-          });
-        } else {
-          await transitions.executionMoves(holder.manager, {
-            executionId,
-            from: E.CREATED,
-            moves: [{ to: E.VALIDATING }],
-          });
-        }
-        await holder.commitTransaction();
-        expect((await requesting).won).toBe(true);
-      });
+          }),
+        { whileHeld: holderWrites(hold, executionId, operationId) },
+      );
+      expect(requesting.won).toBe(true);
       const [held, requested] = (await eventTimes('execution_id', executionId)).slice(-2);
       const [row] = (await db.dataSource.query(`SELECT approval FROM operations WHERE id = $1`, [operationId])) as {
         approval: { requested_at: string };
       }[];
-      const [{ inOrder }] = (await db.dataSource.query(`SELECT $1::timestamptz >= $2::timestamptz AS "inOrder"`, [
-        requested.exact,
-        held.exact,
-      ])) as { inOrder: boolean }[];
+      const inOrder = await notBefore(requested.exact, held.exact);
       return {
         hold,
         type: requested.type,
@@ -1140,18 +1135,12 @@ describe('TransitionService (real Postgres)', () => {
     ) => {
       const { executionId, operationId } = await newExecutionWithOneOperation();
       await prepare(executionId, operationId);
-      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
-        let answered = false;
-        const moving = move(operationId).finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        await databaseClockMovesOn();
-        expect(answered).toBe(false);
-        await transitions.annotate(holder.manager, { executionId, type: 'execution.observed' });
-        await holder.commitTransaction();
-        expect((await moving).won).toBe(true);
-      });
+      const { answer: moving } = await waitingForHolder(
+        { table: 'executions', id: executionId },
+        () => move(operationId),
+        { whileHeld: (holder) => transitions.annotate(holder.manager, { executionId, type: 'execution.observed' }) },
+      );
+      expect(moving.won).toBe(true);
       const held = (await eventTimes('execution_id', executionId)).find((e) => e.type === 'execution.observed')!;
       const [{ after }] = (await db.dataSource.query(
         `SELECT ${column} >= $2::timestamptz AS after FROM operations WHERE id = $1`,
@@ -1209,20 +1198,12 @@ describe('TransitionService (real Postgres)', () => {
       written: string,
       params: unknown[],
     ) => {
-      const letGo = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        await holder.query(`SELECT 1 FROM ${lock.table} WHERE id = $1 FOR UPDATE`, [lock.id]);
-        let answered = false;
-        const writing = write().finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        await databaseClockMovesOn();
-        expect(answered).toBe(false);
+      const { answer: writing, held: letGo } = await waitingForHolder(lock, write, {
         // The holder's last reading of the clock before it lets go: the statement's own is after it.
-        const [{ at }] = (await holder.query(`SELECT clock_timestamp()::text AS at`)) as { at: string }[];
-        await holder.commitTransaction();
-        expect((await writing).won).toBe(true);
-        return at;
+        whileHeld: async (holder) =>
+          ((await holder.query(`SELECT clock_timestamp()::text AS at`)) as { at: string }[])[0].at,
       });
+      expect(writing.won).toBe(true);
       const [{ after }] = (await db.dataSource.query(`SELECT (${written}) >= $1::timestamptz AS after`, [
         letGo,
         ...params,
@@ -1556,49 +1537,28 @@ describe('TransitionService (real Postgres)', () => {
     // ahead when the statement started, and the approval was written after it had passed.
     const deadlinePassedWhileWaiting = async (
       executionId: string,
-      hold: (holder: QueryRunner) => Promise<unknown>,
+      lock: { table: string; id: string },
       decide: () => Promise<{ won: boolean }>,
     ) => {
       await db.dataSource.query(
         `UPDATE executions SET deadline_at = clock_timestamp() + interval '1500 milliseconds' WHERE id = $1`,
         [executionId],
       );
-      return withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        await hold(holder);
-        let answered = false;
-        const deciding = decide().finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        await waitFor(
-          async () =>
-            (
-              (await db.dataSource.query(
-                `SELECT clock_timestamp() > deadline_at AS past FROM executions WHERE id = $1`,
-                [executionId],
-              )) as { past: boolean }[]
-            )[0].past,
-          (past) => past,
-        );
-        expect(answered).toBe(false);
-        await holder.commitTransaction();
-        return deciding;
-      });
+      return (await waitingForHolder(lock, decide, { meanwhile: deadlinePasses(executionId) })).answer;
     };
     // On a version: a link of its chain of retries held by a writer that changes nothing the version covers.
     const { original, retry, shown } = await retryOfFailed();
     const onVersion = await deadlinePassedWhileWaiting(
       retry.executionId,
-      (holder) => holder.query(`SELECT id FROM operations WHERE id = $1 FOR UPDATE`, [original.operationId]),
+      { table: 'operations', id: original.operationId },
       () => decideApproval(retry.operationId, 'approve', { whileBeforeDeadline: true, whileVersionIn: [shown] }),
     );
     expect(onVersion.won).toBe(false);
     expect(await eventsWhere({ executionId: retry.executionId, type: 'approval.decided' })).toHaveLength(0);
     // Without one: the reviewer's key row, held by a writer that leaves it unrevoked.
     const { executionId, operationId } = await newExecutionWithOneOperation();
-    const plain = await deadlinePassedWhileWaiting(
-      executionId,
-      (holder) => holder.query(`SELECT id FROM api_keys WHERE id = $1 FOR UPDATE`, [reviewerKey]),
-      () => decideApproval(operationId, 'approve', { whileBeforeDeadline: true }),
+    const plain = await deadlinePassedWhileWaiting(executionId, { table: 'api_keys', id: reviewerKey }, () =>
+      decideApproval(operationId, 'approve', { whileBeforeDeadline: true }),
     );
     expect(plain.won).toBe(false);
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(0);
@@ -1618,26 +1578,11 @@ describe('TransitionService (real Postgres)', () => {
          UPDATE operations SET status = 'MANUAL_REVIEW', terminal_reason = 'KNOWLEDGE_CONFLICT' WHERE id = $1`,
         [operationId, executionId],
       );
-      const decided = await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
-        let answered = false;
-        const deciding = decide(executionId, operationId).finally(() => (answered = true));
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        await waitFor(
-          async () =>
-            (
-              (await db.dataSource.query(
-                `SELECT clock_timestamp() > deadline_at AS past FROM executions WHERE id = $1`,
-                [executionId],
-              )) as { past: boolean }[]
-            )[0].past,
-          (past) => past,
-        );
-        expect(answered).toBe(false);
-        await holder.commitTransaction();
-        return deciding;
-      });
+      const { answer: decided } = await waitingForHolder(
+        { table: 'executions', id: executionId },
+        () => decide(executionId, operationId),
+        { meanwhile: deadlinePasses(executionId) },
+      );
       const events = await db.dataSource.query(`SELECT 1 FROM events WHERE operation_id = $1`, [operationId]);
       return { won: decided.won, events: (events as unknown[]).length };
     };
