@@ -87,6 +87,43 @@ describe('TransitionService (real Postgres)', () => {
     });
   };
 
+  /** The dispatcher's SENT of a PREPARED operation (its sent_at the statement's time). */
+  const dispatchSent = (operationId: string) =>
+    transitions.operation(db.dataSource.manager, {
+      operation: snapshot(operationId),
+      to: OperationStatus.SENT,
+      bumpAttempt: true,
+      sendGuard: dispatchGuard,
+      patch: { sent_at: 'now' },
+    });
+
+  /** A caller's cancel of a CREATED execution (by key_1): VALIDATING, then FAILED with `failure`. */
+  const cancelWhileCreated = (executionId: string, failure: Record<string, string>) =>
+    transitions.executionMoves(db.dataSource.manager, {
+      executionId,
+      from: E.CREATED,
+      moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
+      patch: { failure },
+    });
+
+  /** A reviewer's release (resolution SENT, stamped) of an operation held KNOWLEDGE_CONFLICT, as the API makes it. */
+  const releaseHeld = (operationId: string, extra: Partial<DecisionInput> = {}) =>
+    transitions.decide(db.dataSource.manager, {
+      operation: {
+        ...snapshot(operationId),
+        status: OperationStatus.MANUAL_REVIEW,
+        terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
+      },
+      tenantId: 'acme',
+      byKey: reviewerKey,
+      open: 'resolution',
+      whileExecutionCarriesOutRelease: true,
+      event: { type: 'operation.resolved', data: { status: 'SENT' } },
+      merge: { obligation: { resolution: { status: 'SENT' } } },
+      resolutionStamp: true,
+      ...extra,
+    });
+
   /** The event rows that match `where`, in the order they were numbered. */
   const eventsWhere = (where: FindOptionsWhere<EventEntity>) =>
     db.dataSource.getRepository(EventEntity).find({ where, order: { seq: 'ASC' } });
@@ -113,17 +150,7 @@ describe('TransitionService (real Postgres)', () => {
   it('lets exactly one of 20 concurrent PREPARED->SENT moves win, with exactly one event row', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     await running(executionId);
-    const results = await Promise.all(
-      Array.from({ length: 20 }, () =>
-        transitions.operation(db.dataSource.manager, {
-          operation: snapshot(operationId),
-          to: OperationStatus.SENT,
-          bumpAttempt: true,
-          sendGuard: dispatchGuard,
-          patch: { sent_at: 'now' },
-        }),
-      ),
-    );
+    const results = await Promise.all(Array.from({ length: 20 }, () => dispatchSent(operationId)));
     expect(results.filter((r) => r.won)).toHaveLength(1);
     const events = await eventsWhere({ operationId });
     expect(events).toHaveLength(1);
@@ -971,12 +998,7 @@ describe('TransitionService (real Postgres)', () => {
     const { executionId } = await newExecutionWithOneOperation();
     // What a writer computed before the statement (its clock, or the database's read earlier): replaced.
     const failure = { code: 'cancelled_by_caller', phase: 'created', at: '2000-01-01T00:00:00.000Z' };
-    const moved = await transitions.executionMoves(db.dataSource.manager, {
-      executionId,
-      from: E.CREATED,
-      moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
-      patch: { failure },
-    });
+    const moved = await cancelWhileCreated(executionId, failure);
     expect(moved.won).toBe(true);
     const [row] = (await db.dataSource.query(`SELECT failure FROM executions WHERE id = $1`, [executionId])) as {
       failure: { at: string; code: string };
@@ -995,13 +1017,7 @@ describe('TransitionService (real Postgres)', () => {
     // The database's clock moves on while the move waits (observed, not slept).
     const { answer: moved } = await waitingForHolder(
       { table: 'executions', id: executionId },
-      () =>
-        transitions.executionMoves(db.dataSource.manager, {
-          executionId,
-          from: E.CREATED,
-          moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
-          patch: { failure },
-        }),
+      () => cancelWhileCreated(executionId, failure),
       { whileHeld: (holder) => transitions.annotate(holder.manager, { executionId, type: 'execution.observed' }) },
     );
     expect(moved.won).toBe(true);
@@ -1148,21 +1164,13 @@ describe('TransitionService (real Postgres)', () => {
       )) as { after: boolean }[];
       return { column, after };
     };
-    const sent = (operationId: string) =>
-      transitions.operation(db.dataSource.manager, {
-        operation: snapshot(operationId),
-        to: OperationStatus.SENT,
-        bumpAttempt: true,
-        sendGuard: dispatchGuard,
-        patch: { sent_at: 'now' },
-      });
     const inStatus = (status: string) => (executionId: string, operationId: string) =>
       db.dataSource.query(
         `WITH e AS (UPDATE executions SET status = 'running' WHERE id = $2)
          UPDATE operations SET status = $3, attempt = 1 WHERE id = $1`,
         [operationId, executionId, status],
       );
-    expect(await movedWhileHeld(sent, (executionId) => running(executionId), 'sent_at')).toEqual({
+    expect(await movedWhileHeld(dispatchSent, (executionId) => running(executionId), 'sent_at')).toEqual({
       column: 'sent_at',
       after: true,
     });
@@ -1218,14 +1226,7 @@ describe('TransitionService (real Postgres)', () => {
       await running(executionId);
       const sent = await afterLockOnlyHolder(
         { table: 'executions', id: executionId },
-        () =>
-          transitions.operation(db.dataSource.manager, {
-            operation: snapshot(operationId),
-            to: OperationStatus.SENT,
-            bumpAttempt: true,
-            sendGuard: dispatchGuard,
-            patch: { sent_at: 'now' },
-          }),
+        () => dispatchSent(operationId),
         `SELECT sent_at FROM operations WHERE id = $2`,
         [operationId],
       );
@@ -1248,13 +1249,7 @@ describe('TransitionService (real Postgres)', () => {
       const failure = { code: 'cancelled_by_caller', phase: 'created' };
       const moved = await afterLockOnlyHolder(
         { table: 'executions', id: executionId },
-        () =>
-          transitions.executionMoves(db.dataSource.manager, {
-            executionId,
-            from: E.CREATED,
-            moves: [{ to: E.VALIDATING }, { to: E.FAILED, eventData: { by: 'key_1', failure } }],
-            patch: { failure },
-          }),
+        () => cancelWhileCreated(executionId, failure),
         `SELECT created_at FROM events WHERE execution_id = $2 AND to_status = $3`,
         [executionId, E.VALIDATING],
       );
@@ -1365,14 +1360,7 @@ describe('TransitionService (real Postgres)', () => {
       [operationId, executionId],
     );
     const lostMoves = [
-      () =>
-        transitions.operation(db.dataSource.manager, {
-          operation: snapshot(operationId),
-          to: OperationStatus.SENT,
-          bumpAttempt: true,
-          sendGuard: dispatchGuard,
-          patch: { sent_at: 'now' },
-        }),
+      () => dispatchSent(operationId),
       () =>
         transitions.operation(db.dataSource.manager, {
           operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 1 },
@@ -1485,20 +1473,7 @@ describe('TransitionService (real Postgres)', () => {
           WHERE id = $1`,
         [executionId, status, deadlinePassed],
       );
-      const released = await transitions.decide(db.dataSource.manager, {
-        operation: {
-          ...snapshot(operationId),
-          status: OperationStatus.MANUAL_REVIEW,
-          terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
-        },
-        tenantId: 'acme',
-        byKey: reviewerKey,
-        open: 'resolution',
-        whileExecutionCarriesOutRelease: true,
-        event: { type: 'operation.resolved', data: { status: 'SENT' } },
-        merge: { obligation: { resolution: { status: 'SENT' } } },
-        resolutionStamp: true,
-      });
+      const released = await releaseHeld(operationId);
       const resolved = await eventsWhere({ executionId, type: 'operation.resolved' });
       outcomes.push({ status, deadlinePassed, written: released.won && resolved.length === 1 });
       if (!released.won) expect(resolved).toHaveLength(0);
@@ -1597,22 +1572,7 @@ describe('TransitionService (real Postgres)', () => {
         whileBeforeDeadline: true,
       });
     });
-    const release = await writtenAfterDeadline((_executionId, operationId) =>
-      transitions.decide(db.dataSource.manager, {
-        operation: {
-          ...snapshot(operationId),
-          status: OperationStatus.MANUAL_REVIEW,
-          terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
-        },
-        tenantId: 'acme',
-        byKey: reviewerKey,
-        open: 'resolution',
-        whileExecutionCarriesOutRelease: true,
-        event: { type: 'operation.resolved', data: { status: 'SENT' } },
-        merge: { obligation: { resolution: { status: 'SENT' } } },
-        resolutionStamp: true,
-      }),
-    );
+    const release = await writtenAfterDeadline((_executionId, operationId) => releaseHeld(operationId));
     expect({ grant, release }).toEqual({ grant: { won: false, events: 0 }, release: { won: false, events: 0 } });
   });
 
@@ -1717,6 +1677,26 @@ describe('TransitionService (real Postgres)', () => {
     expect(await eventsWhere({ executionId, type: 'approval.decided' })).toHaveLength(1);
   });
 
+  /**
+   * The late 2xx of `originalId` (its acknowledged_at), written by `other` in a transaction of its own (`seen` runs in it
+   * before it commits) while a statement waits for a held row. Returns once the refutation has answered or waits on a
+   * lock too (two sessions then wait on locks), with its promise and whether it has answered.
+   */
+  async function refutedMeanwhile(other: QueryRunner, originalId: string, seen?: () => Promise<void>) {
+    let refuted = false;
+    const refuting = (async () => {
+      await other.startTransaction();
+      await other.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [originalId]);
+      await seen?.();
+      await other.commitTransaction();
+    })().finally(() => (refuted = true));
+    await waitFor(
+      async () => refuted || (await lockWaiters(db.dataSource)) >= 2,
+      (done) => done,
+    );
+    return { refuting, refuted: () => refuted };
+  }
+
   it('decide: a decision naming a version is not written after the FAILED its operation retries was refuted meanwhile', async () => {
     // The version a person decides on includes "the FAILED this retries was contradicted since" (retry_refuted), read
     // from another row. The decision's statement judges its conditions, then waits for its own row (held here, as a
@@ -1733,22 +1713,14 @@ describe('TransitionService (real Postgres)', () => {
       );
       await waitForLockWaiter(db.dataSource, { unless: () => answered });
       let refutationSawDecision: boolean | null = null;
-      let refuted = false;
-      const refuting = (async () => {
-        await other.startTransaction();
-        await other.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.operationId]);
+      // The refutation is answered at once, or waits for the decision's statement.
+      const { refuting } = await refutedMeanwhile(other, original.operationId, async () => {
         // Whether the decision had committed when the refutation was written, as the refutation's transaction sees it.
         const [{ state }] = (await other.query(`SELECT approval->>'state' AS state FROM operations WHERE id = $1`, [
           retry.operationId,
         ])) as { state: string | null }[];
         refutationSawDecision = state === 'denied';
-        await other.commitTransaction();
-      })().finally(() => (refuted = true));
-      // The refutation is answered at once, or waits for the decision's statement (two sessions then wait on locks).
-      await waitFor(
-        async () => refuted || (await lockWaiters(db.dataSource)) >= 2,
-        (done) => done,
-      );
+      });
       await holder.commitTransaction();
       const result = await deciding;
       await refuting;
@@ -1781,23 +1753,14 @@ describe('TransitionService (real Postgres)', () => {
         () => (answered = true),
       );
       await waitForLockWaiter(db.dataSource, { unless: () => answered });
-      let refuted = false;
-      const refuting = (async () => {
-        await other.startTransaction();
-        await other.query(`UPDATE operations SET acknowledged_at = now() WHERE id = $1`, [original.operationId]);
-        await other.commitTransaction();
-      })().finally(() => (refuted = true));
-      // The refutation is answered at once, or waits for the request's statement (two sessions then wait on locks).
-      await waitFor(
-        async () => refuted || (await lockWaiters(db.dataSource)) >= 2,
-        (done) => done,
-      );
+      // The refutation is answered at once, or waits for the request's statement.
+      const { refuting, refuted } = await refutedMeanwhile(other, original.operationId);
       await holder.commitTransaction();
       expect(await locking).toBe(true);
       // Locked at the version named: the refutation has not committed, and waits until the request's transaction ends.
-      expect(refuted).toBe(false);
-      await waitForLockWaiter(db.dataSource, { statementLike: '%acknowledged_at%', unless: () => refuted });
-      expect(refuted).toBe(false);
+      expect(refuted()).toBe(false);
+      await waitForLockWaiter(db.dataSource, { statementLike: '%acknowledged_at%', unless: refuted });
+      expect(refuted()).toBe(false);
       await request.commitTransaction();
       await refuting;
     });
@@ -1893,21 +1856,7 @@ describe('TransitionService (real Postgres)', () => {
         whileBeforeDeadline: true,
       });
       // A release judged at its stamp, whose count of investigations seen is not the row's.
-      const releaseOnOld = await transitions.decide(db.dataSource.manager, {
-        operation: {
-          ...snapshot(held.operationId),
-          status: OperationStatus.MANUAL_REVIEW,
-          terminalReason: TerminalReason.KNOWLEDGE_CONFLICT,
-        },
-        tenantId: 'acme',
-        byKey: reviewerKey,
-        open: 'resolution',
-        investigationsSeen: 1,
-        whileExecutionCarriesOutRelease: true,
-        event: { type: 'operation.resolved', data: { status: 'SENT' } },
-        merge: { obligation: { resolution: { status: 'SENT' } } },
-        resolutionStamp: true,
-      });
+      const releaseOnOld = await releaseHeld(held.operationId, { investigationsSeen: 1 });
       await holder.commitTransaction();
       return [again.won, elsewhere.won, againGranted.won, pastDeadline.won, releaseOnOld.won];
     });
