@@ -89,6 +89,40 @@ describe('the guarded SENT statement (real Postgres)', () => {
     expect(await db.dataSource.getRepository(EventEntity).countBy({ operationId: id })).toBe(0);
   }
 
+  /** As the sender releases: the operation's row, then its execution's, locked before the SENT statement. */
+  function senderReleases(id: string, guard: SendGuard) {
+    return commitWithinSpendingCaps(
+      db.dataSource,
+      {
+        tenantId: 'acme',
+        connector: 'sandbox.payments',
+        operationId: id,
+        caps: [],
+        amountOf: () => null,
+        lockOperationFirst: true,
+      },
+      (tx) =>
+        transitions.operation(tx, {
+          operation: {
+            id,
+            status: OperationStatus.MANUAL_REVIEW,
+            attempt: 0,
+            verificationMethod: VerificationMethod.READ_AFTER_WRITE,
+          },
+          to: OperationStatus.SENT,
+          actor: 'human',
+          bumpAttempt: true,
+          sendGuard: guard,
+        }),
+    );
+  }
+
+  /** `guard` with the approval policy a send of `id` is judged against now, as the sender finds it. */
+  async function judgedAgainstPolicy(id: string, guard: SendGuard): Promise<SendGuard> {
+    const found = await findOperationToSend(db.dataSource.manager, id, { connectors: [], cipher: NO_CIPHER });
+    return { ...guard, approvalPolicy: found!.approvalPolicy };
+  }
+
   it('sends an operation whose execution runs and which needs nothing else', async () => {
     const charge = op('charge');
     await execution([charge]);
@@ -583,30 +617,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
       await cancel.startTransaction();
       await cancel.query(`SELECT id FROM operations WHERE execution_id = $1 ORDER BY id FOR UPDATE`, [executionId]);
       await cancel.query(`UPDATE executions SET status = 'cancelled' WHERE id = $1`, [executionId]);
-      const releasing = commitWithinSpendingCaps(
-        db.dataSource,
-        {
-          tenantId: 'acme',
-          connector: 'sandbox.payments',
-          operationId: held.id,
-          caps: [],
-          amountOf: () => null,
-          lockOperationFirst: true,
-        },
-        (tx) =>
-          transitions.operation(tx, {
-            operation: {
-              id: held.id,
-              status: OperationStatus.MANUAL_REVIEW,
-              attempt: 0,
-              verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-            },
-            to: OperationStatus.SENT,
-            actor: 'human',
-            bumpAttempt: true,
-            sendGuard: { kind: 'release' },
-          }),
-      );
+      const releasing = senderReleases(held.id, { kind: 'release' });
       // Proven waiting on the cancel's row lock (not slept on): its backend shows a lock wait.
       await waitForLockWaiter(db.dataSource);
       await cancel.commitTransaction();
@@ -840,8 +851,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
     it('is not written after an admin’s approval rule it never saw (approval_policy_changed)', async () => {
       const charge = op('charge-under-new-rule');
       await execution([charge]);
-      const found = await findOperationToSend(db.dataSource.manager, charge.id, { connectors: [], cipher: NO_CIPHER });
-      const guard: SendGuard = { ...dispatch, approvalPolicy: found!.approvalPolicy };
+      const guard = await judgedAgainstPolicy(charge.id, dispatch);
       try {
         const result = await sendWhileRowHeld(charge.id, guard, (tx) =>
           changeTenantPolicy(tx, 'acme', {
@@ -980,32 +990,13 @@ describe('the guarded SENT statement (real Postgres)', () => {
       });
     }
 
-    /** As the sender releases: the operation's row, then its execution's, locked before the SENT statement. */
-    function release(id: string, guard: SendGuard) {
-      return commitWithinSpendingCaps(
-        db.dataSource,
-        {
-          tenantId: 'acme',
-          connector: 'sandbox.payments',
-          operationId: id,
-          caps: [],
-          amountOf: () => null,
-          lockOperationFirst: true,
-        },
-        (tx) =>
-          transitions.operation(tx, {
-            operation: {
-              id,
-              status: OperationStatus.MANUAL_REVIEW,
-              attempt: 0,
-              verificationMethod: VerificationMethod.READ_AFTER_WRITE,
-            },
-            to: OperationStatus.SENT,
-            actor: 'human',
-            bumpAttempt: true,
-            sendGuard: guard,
-          }),
-      );
+    /** The send lost to the end that committed while it waited (its execution no longer running), which cancelled it. */
+    async function expectLostToTheEnd(id: string, { sent, endedFirst }: { sent: unknown; endedFirst: boolean }) {
+      expect({ sent, endedFirst }).toEqual({
+        sent: { won: false, refusals: ['execution_not_running'] },
+        endedFirst: true,
+      });
+      expect(await statusOf(id)).toBe(OperationStatus.CANCELLED);
     }
 
     async function statusOf(id: string) {
@@ -1015,9 +1006,8 @@ describe('the guarded SENT statement (real Postgres)', () => {
     it('does not dispatch for an execution cancelled while it waited for the tenant’s row (a policy write)', async () => {
       const charge = op('charge-cancelled-under-policy-write');
       const executionId = await execution([charge]);
-      const found = await findOperationToSend(db.dataSource.manager, charge.id, { connectors: [], cipher: NO_CIPHER });
-      const guard: SendGuard = { ...dispatch, approvalPolicy: found!.approvalPolicy };
-      const { sent, endedFirst } = await sendWhileExecutionEnds(
+      const guard = await judgedAgainstPolicy(charge.id, dispatch);
+      const answer = await sendWhileExecutionEnds(
         // The row a policy change locks first (TENANT_POLICY_SQL.lockPolicy), committed with nothing changed.
         (tx) => tx.query(TENANT_POLICY_SQL.lockPolicy, ['acme']),
         (tx) => endExecution(tx, executionId, ExecutionStatus.CANCELLED),
@@ -1025,11 +1015,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
       );
       // The cancel rewrote the PREPARED row during the wait: the statement's compare-and-set re-reads the row it
       // updates as committed now (not as its snapshot had it) and finds it CANCELLED.
-      expect({ sent, endedFirst }).toEqual({
-        sent: { won: false, refusals: ['execution_not_running'] },
-        endedFirst: true,
-      });
-      expect(await statusOf(charge.id)).toBe(OperationStatus.CANCELLED);
+      await expectLostToTheEnd(charge.id, answer);
     });
 
     it('does not dispatch for an execution expired while it waited for the row of the key that granted it', async () => {
@@ -1040,23 +1026,18 @@ describe('the guarded SENT statement (real Postgres)', () => {
         approval: { state: 'granted', decided_by: key, expires_at: new Date(Date.now() + 600_000).toISOString() },
       });
       const executionId = await execution([charge]);
-      const { sent, endedFirst } = await sendWhileExecutionEnds(
+      const answer = await sendWhileExecutionEnds(
         (tx) => tx.query(`SELECT 1 FROM api_keys WHERE id = $1 FOR NO KEY UPDATE`, [key]),
         (tx) => endExecution(tx, executionId, ExecutionStatus.EXPIRED),
         () => send(charge.id),
       );
-      expect({ sent, endedFirst }).toEqual({
-        sent: { won: false, refusals: ['execution_not_running'] },
-        endedFirst: true,
-      });
-      expect(await statusOf(charge.id)).toBe(OperationStatus.CANCELLED);
+      await expectLostToTheEnd(charge.id, answer);
     });
 
     it('does not dispatch once the execution’s deadline passed while it waited for the tenant’s row (a policy write)', async () => {
       const charge = op('charge-deadline-under-policy-write');
       const executionId = await execution([charge]);
-      const found = await findOperationToSend(db.dataSource.manager, charge.id, { connectors: [], cipher: NO_CIPHER });
-      const guard: SendGuard = { ...dispatch, approvalPolicy: found!.approvalPolicy };
+      const guard = await judgedAgainstPolicy(charge.id, dispatch);
       await deadlineIn(executionId, 2);
       const { sent, endedFirst } = await sendWhileExecutionEnds(
         (tx) => tx.query(TENANT_POLICY_SQL.lockPolicy, ['acme']),
@@ -1106,7 +1087,7 @@ describe('the guarded SENT statement (real Postgres)', () => {
       const { sent, endedFirst } = await sendWhileExecutionEnds(
         (tx) => tx.query(`SELECT 1 FROM operations WHERE id = $1 FOR NO KEY UPDATE`, [charge.id]),
         deadlinePasses(executionId),
-        () => release(sms.id, guard),
+        () => senderReleases(sms.id, guard),
       );
       expect({ sent, endedFirst }).toEqual({ sent: { sent: { won: false } }, endedFirst: true });
       await unchanged(sms.id, OperationStatus.MANUAL_REVIEW);
@@ -1115,12 +1096,11 @@ describe('the guarded SENT statement (real Postgres)', () => {
 
     it('releases before a cancel that comes while it waits for the tenant’s row: the cancel waits for the release', async () => {
       const { held, executionId } = await heldWithRelease('held-under-policy-write', 'running');
-      const found = await findOperationToSend(db.dataSource.manager, held.id, { connectors: [], cipher: NO_CIPHER });
-      const guard: SendGuard = { kind: 'release', approvalPolicy: found!.approvalPolicy };
+      const guard = await judgedAgainstPolicy(held.id, { kind: 'release' });
       const { sent, endedFirst } = await sendWhileExecutionEnds(
         (tx) => tx.query(TENANT_POLICY_SQL.lockPolicy, ['acme']),
         (tx) => endExecution(tx, executionId, ExecutionStatus.CANCELLED),
-        () => release(held.id, guard),
+        () => senderReleases(held.id, guard),
       );
       // The cancel could not end the execution during the wait (the release holds its rows): it waited, and ended it
       // after the send — which it leaves to be reconciled (I11).
