@@ -149,6 +149,11 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
     return sent;
   }
 
+  /** A send held INTEGRITY_MISMATCH on the amount, the source's record of the charge saying `recorded` (in EUR). */
+  const heldMismatchedAt = (recorded: number) =>
+    `status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'INTEGRITY_MISMATCH',
+     evidence = '{"mismatched": ["amount"], "record": {"amount": ${recorded}, "currency": "EUR"}}'`;
+
   /** The window's usage of the cap (`failedSpendsNothing`: the connector's word that a FAILED send charged nothing). */
   const usageOf = (failedSpendsNothing?: boolean) =>
     spendingUsage(db.dataSource.manager, 'acme', 'sandbox.payments', cap, ['amount'], failedSpendsNothing);
@@ -190,14 +195,7 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
 
   it('counts what the provider reported for a send held INTEGRITY_MISMATCH, not what was asked', async () => {
     // Asked 300; the source's record of the charge says 900 (read_fault amount_mismatch, a provider that rounds).
-    expect(
-      await sendThen(
-        'mismatched',
-        300,
-        `status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'INTEGRITY_MISMATCH',
-         evidence = '{"mismatched": ["amount"], "record": {"amount": 900, "currency": "EUR"}}'`,
-      ),
-    ).toBe(true);
+    expect(await sendThen('mismatched', 300, heldMismatchedAt(900))).toBe(true);
     expect(await usageOf()).toMatchObject({ operations: 1, amount: 900 });
     expect(await sendUnderCap('no-room', 200)).toBe(false);
     expect(await sendUnderCap('room', 100)).toBe(true);
@@ -205,14 +203,7 @@ describe('spending caps count amounts exactly (real Postgres)', () => {
 
   it('counts what was asked for a send held INTEGRITY_MISMATCH whose provider reports less (fail closed)', async () => {
     // Asked 900; the source's record says 100. The record may be wrong (a target that scales or lies): counted 900.
-    expect(
-      await sendThen(
-        'mismatched-less',
-        900,
-        `status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'INTEGRITY_MISMATCH',
-         evidence = '{"mismatched": ["amount"], "record": {"amount": 100, "currency": "EUR"}}'`,
-      ),
-    ).toBe(true);
+    expect(await sendThen('mismatched-less', 900, heldMismatchedAt(100))).toBe(true);
     expect(await usageOf()).toMatchObject({ operations: 1, amount: 900 });
     expect(await sendUnderCap('past-asked', 200)).toBe(false);
   });
