@@ -2,6 +2,7 @@ import { insertStandingKeys } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
 import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
+import type { EntityManager } from 'typeorm';
 import { SecretsCipher } from './secrets-cipher';
 import {
   clearWebhookSend,
@@ -41,21 +42,22 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
     return { endpointId, deliveryId };
   }
 
+  /** Marks the delivery's round-0 send in flight (for `inFlightMs`) under `mark`, as an attempt's last read does. */
+  const markSending = (deliveryId: string, mark: string, inFlightMs = 60_000) =>
+    markWebhookSending(db.dataSource.manager, cipher, { deliveryId, round: 0, mark, inFlightMs });
+
+  /** The tenant's delete of the endpoint (by its standing key), in `manager`'s transaction. */
+  const deleteEndpoint = (endpointId: string, manager: EntityManager = db.dataSource.manager) =>
+    deleteWebhookEndpoint(manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' });
+
   const marked = async (mark: string) =>
     (await db.dataSource.query(`SELECT 1 FROM webhook_sends_in_flight WHERE id = $1`, [mark])).length === 1;
 
   it('a delete committed after the mark waits for the send to end, and the mark outlives the delivery', async () => {
     const { endpointId, deliveryId } = await endpointWithDelivery();
-    const read = await markWebhookSending(db.dataSource.manager, cipher, {
-      deliveryId,
-      round: 0,
-      mark: 'mark-before-delete',
-      inFlightMs: 60_000,
-    });
+    const read = await markSending(deliveryId, 'mark-before-delete');
     expect(read).toMatchObject({ id: deliveryId, endpointId, skip: null });
-    expect(
-      await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
-    ).toBe(true);
+    expect(await deleteEndpoint(endpointId)).toBe(true);
     let waited = false;
     const waiting = waitForWebhookSends(db.dataSource.manager, endpointId, { pollMs: 5 }).then(() => (waited = true));
     // The delivery went with the endpoint; the mark did not, and the wait (reading it every 5 ms) goes on.
@@ -68,15 +70,8 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
 
   it('for an id found gone, waits for the sends marked for the caller’s tenant, never for another tenant’s', async () => {
     const { endpointId, deliveryId } = await endpointWithDelivery();
-    await markWebhookSending(db.dataSource.manager, cipher, {
-      deliveryId,
-      round: 0,
-      mark: 'mark-of-gone',
-      inFlightMs: 60_000,
-    });
-    expect(
-      await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
-    ).toBe(true);
+    await markSending(deliveryId, 'mark-of-gone');
+    expect(await deleteEndpoint(endpointId)).toBe(true);
     // Another tenant naming the id: nothing of it is waited for, and its mark stays.
     let saidWaiting = 0;
     await waitForWebhookSends(db.dataSource.manager, endpointId, {
@@ -109,15 +104,8 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
     let marking: Promise<unknown> | undefined;
     try {
       await deleter.startTransaction();
-      expect(await deleteWebhookEndpoint(deleter.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' })).toBe(
-        true,
-      );
-      marking = markWebhookSending(db.dataSource.manager, cipher, {
-        deliveryId,
-        round: 0,
-        mark: 'mark-during-delete',
-        inFlightMs: 60_000,
-      });
+      expect(await deleteEndpoint(endpointId, deleter.manager)).toBe(true);
+      marking = markSending(deliveryId, 'mark-during-delete');
       await waitForLockWaiter(db.dataSource, { statementLike: 'WITH target AS%' });
       await deleter.commitTransaction();
     } finally {
@@ -132,16 +120,9 @@ describe('webhook sends in flight and the delete of their endpoint (real Postgre
 
   it('a send past its time is not waited for, and its mark is deleted with the wait', async () => {
     const { endpointId, deliveryId } = await endpointWithDelivery();
-    await markWebhookSending(db.dataSource.manager, cipher, {
-      deliveryId,
-      round: 0,
-      mark: 'mark-expired',
-      inFlightMs: 0,
-    });
+    await markSending(deliveryId, 'mark-expired', 0);
     expect(await marked('mark-expired')).toBe(true);
-    expect(
-      await deleteWebhookEndpoint(db.dataSource.manager, { tenantId: 'sends', id: endpointId, by: 'key_sends' }),
-    ).toBe(true);
+    expect(await deleteEndpoint(endpointId)).toBe(true);
     await waitForWebhookSends(db.dataSource.manager, endpointId, { pollMs: 5 });
     expect(await marked('mark-expired')).toBe(false);
   });
