@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { NAMED_STATEMENTS } from './queries';
 import { sendGuardConditions } from './send-guard';
 import { Queryable } from './sql';
-import { DatabaseNowPlus, TransitionService } from './transition.service';
+import { AnnotationInput, DatabaseNowPlus, TransitionService } from './transition.service';
 
 /**
  * The statement snapshot: every statement libs/persistence sends, checked in under libs/persistence/queries, so a
@@ -61,6 +61,9 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
     event: { type: 'approval.decided', data: {} },
     merge: { approval: { state } },
   });
+  /** The statement of an annotation of operation op_1 (of exe_1) with `input`. */
+  const annotation = (input: Omit<AnnotationInput, 'executionId' | 'operationId'>) =>
+    recorded((db) => transitions.annotate(db, { executionId: 'exe_1', operationId: 'op_1', ...input }));
   const resolution = (attempt: number, terminalReason: TerminalReason) => ({
     operation: { ...op(OperationStatus.MANUAL_REVIEW, attempt), terminalReason },
     tenantId: 'tenant',
@@ -156,37 +159,25 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
         )
       ).join(';\n\n'),
       // The dispatcher's late rejection (sender.service recordLateRejection): on the row and in the history at once.
-      lateRejection: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          whileStatus: [OperationStatus.UNKNOWN, OperationStatus.RECONCILING],
-          patch: { rejected_at: 'now', rejection: { reason: 'CONNECTOR_REJECTED' } },
-          type: 'operation.rejected_late',
-        }),
-      ),
-      annotate: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          whileStatus: OperationStatus.MANUAL_REVIEW,
-          merge: { obligation: { escalated_at: 'now' } },
-          // The sweeper's escalation as it sends it (apps/reconciler sweeper.service.ts): every guard it names.
-          whileObligationDueAt: '2026-01-01T00:00:00.000Z',
-          whileUnescalated: true,
-          whileUnresolved: true,
-          type: 'obligation.escalated',
-        }),
-      ),
+      lateRejection: await annotation({
+        whileStatus: [OperationStatus.UNKNOWN, OperationStatus.RECONCILING],
+        patch: { rejected_at: 'now', rejection: { reason: 'CONNECTOR_REJECTED' } },
+        type: 'operation.rejected_late',
+      }),
+      annotate: await annotation({
+        whileStatus: OperationStatus.MANUAL_REVIEW,
+        merge: { obligation: { escalated_at: 'now' } },
+        // The sweeper's escalation as it sends it (apps/reconciler sweeper.service.ts): every guard it names.
+        whileObligationDueAt: '2026-01-01T00:00:00.000Z',
+        whileUnescalated: true,
+        whileUnresolved: true,
+        type: 'obligation.escalated',
+      }),
       // The dispatcher's note that a send's secrets do not open (store.ts recordSendSecretsUnopened): once per operation.
-      annotateOncePerOperation: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          oncePerOperation: true,
-          type: 'send.secrets_unopened',
-        }),
-      ),
+      annotateOncePerOperation: await annotation({
+        oncePerOperation: true,
+        type: 'send.secrets_unopened',
+      }),
       // The reconciler's inconclusive read, written only over the count it was made at.
       operationMoveAtCheckCount: await recorded((db) =>
         transitions.operation(db, {
@@ -198,64 +189,44 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
         }),
       ),
       // The dispatcher's failed precondition read, counted only over the count it was made at.
-      annotateAtCheckCount: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          whileStatus: OperationStatus.PREPARED,
-          whileCheckCount: 2,
-          patch: { check_count: 3, next_check_at: new Date(0) },
-          type: 'context.unavailable',
-        }),
-      ),
+      annotateAtCheckCount: await annotation({
+        whileStatus: OperationStatus.PREPARED,
+        whileCheckCount: 2,
+        patch: { check_count: 3, next_check_at: new Date(0) },
+        type: 'context.unavailable',
+      }),
       // A scheduled re-check's record: its count added to in the statement, only while it is the re-check the row names.
-      annotateCounted: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          whileStatus: OperationStatus.MANUAL_REVIEW,
-          whileObligationDueAt: '2026-01-01T00:00:00.000Z',
-          whileNextCheckAt: new Date(0),
-          patch: { next_check_at: null },
-          merge: { obligation: {} },
-          countInObligation: 'rechecks',
-          type: 'operation.rechecked',
-        }),
-      ),
+      annotateCounted: await annotation({
+        whileStatus: OperationStatus.MANUAL_REVIEW,
+        whileObligationDueAt: '2026-01-01T00:00:00.000Z',
+        whileNextCheckAt: new Date(0),
+        patch: { next_check_at: null },
+        merge: { obligation: {} },
+        countInObligation: 'rechecks',
+        type: 'operation.rechecked',
+      }),
       // The reconciler's observation after VERIFIED, written only over the row its read was made against.
-      annotateObserved: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          whileStatus: OperationStatus.VERIFIED,
-          whileUpdatedAt: new Date(0),
-          patch: { observation: 'superseded' },
-          type: 'operation.observed',
-        }),
-      ),
+      annotateObserved: await annotation({
+        whileStatus: OperationStatus.VERIFIED,
+        whileUpdatedAt: new Date(0),
+        patch: { observation: 'superseded' },
+        type: 'operation.observed',
+      }),
       // A re-check's record of the effect by a run whose request the other run of its job used: once, by either.
-      annotateUnlessShown: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          whileStatus: OperationStatus.MANUAL_REVIEW,
-          whileObligationLacks: 'effect_shown',
-          merge: { obligation: { effect_shown: { result: 'found' } } },
-          reportNextCheckAt: true,
-          type: 'operation.rechecked',
-        }),
-      ),
+      annotateUnlessShown: await annotation({
+        whileStatus: OperationStatus.MANUAL_REVIEW,
+        whileObligationLacks: 'effect_shown',
+        merge: { obligation: { effect_shown: { result: 'found' } } },
+        reportNextCheckAt: true,
+        type: 'operation.rechecked',
+      }),
       // A superseded scheduled re-check's record of the effect: not counted, the next re-check in force reported.
-      annotateSuperseded: await recorded((db) =>
-        transitions.annotate(db, {
-          executionId: 'exe_1',
-          operationId: 'op_1',
-          whileStatus: OperationStatus.MANUAL_REVIEW,
-          merge: { obligation: { effect_shown: { result: 'found' } } },
-          reportNextCheckAt: true,
-          type: 'operation.rechecked',
-        }),
-      ),
+      annotateSuperseded: await annotation({
+        whileStatus: OperationStatus.MANUAL_REVIEW,
+        merge: { obligation: { effect_shown: { result: 'found' } } },
+        reportNextCheckAt: true,
+        type: 'operation.rechecked',
+      }),
       executionMove: await recorded((db) =>
         transitions.execution(db, {
           executionId: 'exe_1',
