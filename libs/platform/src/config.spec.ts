@@ -415,6 +415,24 @@ describe('numbers checked against each other: a start that could not do what the
     }
   });
 
+  /**
+   * What is under way at SIGTERM for at most `timeout` is waited for with 5 s to spare: loaded from `env` when
+   * `allowed` (the timeout and the margin within SHUTDOWN_GRACE_MS), else refused with `refusal`.
+   */
+  function expectWaitedForWithinGrace(
+    timeout: 'WEBHOOK_TIMEOUT_MS' | 'DATABASE_QUERY_TIMEOUT_MS' | 'CONNECTOR_TIMEOUT_MS',
+    env: NodeJS.ProcessEnv,
+    allowed: boolean,
+    refusal: RegExp,
+  ): void {
+    if (allowed) {
+      const config = loadConfig(env);
+      expect(config[timeout] + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
+    } else {
+      expect(() => loadConfig(env)).toThrow(refusal);
+    }
+  }
+
   it.each([
     // [WEBHOOK_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a call under way at SIGTERM is waited for, with 5 s to spare
     [undefined, undefined, true],
@@ -425,20 +443,17 @@ describe('numbers checked against each other: a start that could not do what the
     [undefined, '14999', false],
     ['60000', '65000', true],
     [String(HOUR), String(HOUR), false],
-  ])('WEBHOOK_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) => {
-    const env = {
-      ...(timeout !== undefined && { WEBHOOK_TIMEOUT_MS: timeout }),
-      ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace }),
-    };
-    if (allowed) {
-      const config = loadConfig(env);
-      expect(config.WEBHOOK_TIMEOUT_MS + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
-    } else {
-      expect(() => loadConfig(env)).toThrow(
-        /WEBHOOK_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
-      );
-    }
-  });
+  ])('WEBHOOK_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
+    expectWaitedForWithinGrace(
+      'WEBHOOK_TIMEOUT_MS',
+      {
+        ...(timeout !== undefined && { WEBHOOK_TIMEOUT_MS: timeout }),
+        ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace }),
+      },
+      allowed,
+      /WEBHOOK_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
+    ),
+  );
 
   // Until 2026-12-06 unchecked: with DATABASE_QUERY_TIMEOUT_MS=10000 and SHUTDOWN_GRACE_MS=10000 an API SIGTERMed while
   // Postgres was stalled waited its statement's 10 s, and exited 1 ("shutdown timed out").
@@ -451,23 +466,20 @@ describe('numbers checked against each other: a start that could not do what the
     ['5000', '10000', true],
     ['60000', '65000', true],
     [String(HOUR), String(2 * HOUR), true],
-  ])('DATABASE_QUERY_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) => {
-    const env = {
-      ...(timeout !== undefined && { DATABASE_QUERY_TIMEOUT_MS: timeout }),
-      ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, WEBHOOK_TIMEOUT_MS: '100' }),
-    };
-    if (allowed) {
-      const config = loadConfig(env);
-      expect(config.DATABASE_QUERY_TIMEOUT_MS + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
-    } else {
-      expect(() => loadConfig(env)).toThrow(
-        new RegExp(
-          '^invalid configuration: DATABASE_QUERY_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms ' +
-            '\\(\\d+ with SHUTDOWN_GRACE_MS \\d+\\): a statement under way at SIGTERM is waited for',
-        ),
-      );
-    }
-  });
+  ])('DATABASE_QUERY_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
+    expectWaitedForWithinGrace(
+      'DATABASE_QUERY_TIMEOUT_MS',
+      {
+        ...(timeout !== undefined && { DATABASE_QUERY_TIMEOUT_MS: timeout }),
+        ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, WEBHOOK_TIMEOUT_MS: '100' }),
+      },
+      allowed,
+      new RegExp(
+        '^invalid configuration: DATABASE_QUERY_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms ' +
+          '\\(\\d+ with SHUTDOWN_GRACE_MS \\d+\\): a statement under way at SIGTERM is waited for',
+      ),
+    ),
+  );
 
   // Until 2026-12-06 unchecked: with CONNECTOR_TIMEOUT_MS=40000 and SHUTDOWN_GRACE_MS=10000 a dispatcher SIGTERMed while
   // a provider held its send exited 1 ("shutdown timed out") after 10 s, its send's outcome unrecorded (left SENT).
@@ -480,24 +492,21 @@ describe('numbers checked against each other: a start that could not do what the
     [undefined, '10000', true],
     ['60000', '65000', true],
     [String(HOUR), String(HOUR), false],
-  ])('CONNECTOR_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) => {
-    const env = {
-      ...(timeout !== undefined && { CONNECTOR_TIMEOUT_MS: timeout }),
-      ...(grace !== undefined && {
-        SHUTDOWN_GRACE_MS: grace,
-        WEBHOOK_TIMEOUT_MS: '100',
-        DATABASE_QUERY_TIMEOUT_MS: '100',
-      }),
-    };
-    if (allowed) {
-      const config = loadConfig(env);
-      expect(config.CONNECTOR_TIMEOUT_MS + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
-    } else {
-      expect(() => loadConfig(env)).toThrow(
-        /CONNECTOR_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
-      );
-    }
-  });
+  ])('CONNECTOR_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
+    expectWaitedForWithinGrace(
+      'CONNECTOR_TIMEOUT_MS',
+      {
+        ...(timeout !== undefined && { CONNECTOR_TIMEOUT_MS: timeout }),
+        ...(grace !== undefined && {
+          SHUTDOWN_GRACE_MS: grace,
+          WEBHOOK_TIMEOUT_MS: '100',
+          DATABASE_QUERY_TIMEOUT_MS: '100',
+        }),
+      },
+      allowed,
+      /CONNECTOR_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
+    ),
+  );
 
   it('the webhooks bound is 7 days, and every WEBHOOK_BACKOFF_MS allows the most attempts', () => {
     expect(WEBHOOK_LAST_RETRY_MAX_MS).toBe(7 * DAY);
