@@ -97,6 +97,14 @@ describe('TransitionService (real Postgres)', () => {
       patch: { sent_at: 'now' },
     });
 
+  /** The sender's ACKNOWLEDGED of a SENT operation (attempt 1; its acknowledged_at the statement's time). */
+  const acknowledgeSent = (operationId: string) =>
+    transitions.operation(db.dataSource.manager, {
+      operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 1 },
+      to: OperationStatus.ACKNOWLEDGED,
+      patch: { acknowledged_at: 'now' },
+    });
+
   /** A caller's cancel of a CREATED execution (by key_1): VALIDATING, then FAILED with `failure`. */
   const cancelWhileCreated = (executionId: string, failure: Record<string, string>) =>
     transitions.executionMoves(db.dataSource.manager, {
@@ -970,6 +978,25 @@ describe('TransitionService (real Postgres)', () => {
     });
   }
 
+  /**
+   * Runs `statement` while a holder (a session of its own) has the execution's row locked FOR UPDATE, until the
+   * statement answers or waits for that row; then the holder commits. Returns what the statement answered, and whether
+   * it had answered while the row was held (without waiting for it).
+   */
+  async function answerWhileExecutionHeld<T>(executionId: string, statement: () => Promise<T>) {
+    return withSessions(db.dataSource, ['holder'], async ({ holder }) => {
+      await holder.startTransaction();
+      await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+      let answered = false;
+      const answering = statement().finally(() => (answered = true));
+      answering.catch(() => undefined);
+      await waitForLockWaiter(db.dataSource, { unless: () => answered });
+      const answeredWhileHeld = answered;
+      await holder.commitTransaction();
+      return { answer: await answering, answeredWhileHeld };
+    });
+  }
+
   /** What the holder of an operation's row (an annotation) or of its execution's (a move) writes ahead of a waiter. */
   const holderWrites =
     (hold: 'operation' | 'execution', executionId: string, operationId: string) => (holder: QueryRunner) =>
@@ -1170,30 +1197,19 @@ describe('TransitionService (real Postgres)', () => {
          UPDATE operations SET status = $3, attempt = 1 WHERE id = $1`,
         [operationId, executionId, status],
       );
-    expect(await movedWhileHeld(dispatchSent, (executionId) => running(executionId), 'sent_at')).toEqual({
-      column: 'sent_at',
-      after: true,
-    });
-    const acknowledged = (operationId: string) =>
-      transitions.operation(db.dataSource.manager, {
-        operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 1 },
-        to: OperationStatus.ACKNOWLEDGED,
-        patch: { acknowledged_at: 'now' },
-      });
-    expect(await movedWhileHeld(acknowledged, inStatus('SENT'), 'acknowledged_at')).toEqual({
-      column: 'acknowledged_at',
-      after: true,
-    });
     const inconclusive = (operationId: string) =>
       transitions.operation(db.dataSource.manager, {
         operation: { ...snapshot(operationId), status: OperationStatus.RECONCILING, attempt: 1 },
         to: OperationStatus.UNKNOWN,
         patch: { check_count: 1, next_check_at: new DatabaseNowPlus(0) },
       });
-    expect(await movedWhileHeld(inconclusive, inStatus('RECONCILING'), 'next_check_at')).toEqual({
-      column: 'next_check_at',
-      after: true,
-    });
+    for (const [move, prepare, column] of [
+      [dispatchSent, (executionId: string) => running(executionId), 'sent_at'],
+      [acknowledgeSent, inStatus('SENT'), 'acknowledged_at'],
+      [inconclusive, inStatus('RECONCILING'), 'next_check_at'],
+    ] as const) {
+      expect(await movedWhileHeld(move, prepare, column)).toEqual({ column, after: true });
+    }
   });
 
   it('a statement that waited for a holder that only locked its rows (wrote nothing) reads its clock after the holder let go: a SENT’s sent_at, a decision’s, an execution move’s time', async () => {
@@ -1359,28 +1375,11 @@ describe('TransitionService (real Postgres)', () => {
        UPDATE operations SET status = 'ACKNOWLEDGED', attempt = 1 WHERE id = $1`,
       [operationId, executionId],
     );
-    const lostMoves = [
-      () => dispatchSent(operationId),
-      () =>
-        transitions.operation(db.dataSource.manager, {
-          operation: { ...snapshot(operationId), status: OperationStatus.SENT, attempt: 1 },
-          to: OperationStatus.ACKNOWLEDGED,
-          patch: { acknowledged_at: 'now' },
-        }),
-    ];
+    const lostMoves = [() => dispatchSent(operationId), () => acknowledgeSent(operationId)];
     for (const lost of lostMoves) {
-      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
-        let answered = false;
-        const moving = lost().finally(() => (answered = true));
-        moving.catch(() => undefined);
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        const answeredWhileHeld = answered;
-        await holder.commitTransaction();
-        expect((await moving).won).toBe(false);
-        expect(answeredWhileHeld).toBe(true);
-      });
+      const { answer: moving, answeredWhileHeld } = await answerWhileExecutionHeld(executionId, lost);
+      expect(moving.won).toBe(false);
+      expect(answeredWhileHeld).toBe(true);
     }
   });
 
@@ -1400,28 +1399,13 @@ describe('TransitionService (real Postgres)', () => {
     for (const [refused, sql] of Object.entries(refusedBy)) {
       const { executionId, operationId } = await newExecutionWithOneOperation();
       await db.dataSource.query(sql, [executionId]);
-      await withSessions(db.dataSource, ['holder'], async ({ holder }) => {
-        await holder.startTransaction();
-        await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
-        let answered = false;
-        const sending = transitions
-          .operation(db.dataSource.manager, {
-            operation: snapshot(operationId),
-            to: OperationStatus.SENT,
-            bumpAttempt: true,
-            sendGuard: dispatchGuard,
-            patch: { sent_at: 'now' },
-          })
-          .finally(() => (answered = true));
-        sending.catch(() => undefined);
-        await waitForLockWaiter(db.dataSource, { unless: () => answered });
-        const answeredWhileHeld = answered;
-        await holder.commitTransaction();
-        expect({ refused, won: (await sending).won, answeredWhileHeld }).toEqual({
-          refused,
-          won: false,
-          answeredWhileHeld: true,
-        });
+      const { answer: sending, answeredWhileHeld } = await answerWhileExecutionHeld(executionId, () =>
+        dispatchSent(operationId),
+      );
+      expect({ refused, won: sending.won, answeredWhileHeld }).toEqual({
+        refused,
+        won: false,
+        answeredWhileHeld: true,
       });
     }
   });
