@@ -1,6 +1,5 @@
-import { connect } from 'node:net';
 import { DEMO, Stack, freePort } from '../support/stack';
-import { unique } from '../support/http';
+import { charge, continuedRequest, unique } from '../support/http';
 
 /**
  * An MCP POST that arrives once the API has begun to stop (its body finished after the signal, or a kept-alive
@@ -28,57 +27,33 @@ describe('MCP POST arriving while the API stops', () => {
         arguments: {
           agent_id: 'mcp-late',
           intent: `charge ${reference}`,
-          operations: [
-            {
-              key: 'charge',
-              connector: 'sandbox.payments',
-              action: 'charge',
-              params: { amount: 1250, currency: 'EUR', reference },
-            },
-          ],
+          operations: [charge(reference)],
         },
       },
     });
-    const socket = connect(port, '127.0.0.1');
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    let received = '';
-    let socketClosed = false;
-    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    void closed.then(() => (socketClosed = true));
-    const until = async (what: string, done: () => boolean): Promise<void> => {
-      while (!done()) {
-        if (socketClosed || api.child.exitCode !== null) {
-          throw new Error(`${what}: the connection closed first; received ${JSON.stringify(received.slice(0, 400))}`);
-        }
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
-    socket.write(
+    // The API has read the headers: the request is under way before the signal.
+    const request = await continuedRequest(
+      api,
+      port,
       `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${DEMO.agent}\r\n` +
         `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
-        `MCP-Protocol-Version: 2025-03-26\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `Expect: 100-continue\r\n\r\n`,
+        `MCP-Protocol-Version: 2025-03-26\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`,
     );
-    // The API has read the headers: the request is under way before the signal.
-    await until('100 Continue', () => /^HTTP\/1\.1 100 [^\r]*\r\n\r\n/.test(received));
-    const continued = received.length;
-    socket.write(body.slice(0, 10));
+    request.write(body.slice(0, 10));
     api.child.kill('SIGTERM');
     // It logs "shutting down" in the same turn as it begins to stop the MCP waits: only then does the body end.
-    await until('the API saying it stops', () => api.output.join('').includes('"shutting down"'));
-    socket.write(body.slice(10));
-    await until('the answer', () => {
-      const answer = received.slice(continued);
+    await request.until('the API saying it stops', () => api.output.join('').includes('"shutting down"'));
+    request.write(body.slice(10));
+    await request.until('the answer', () => {
+      const answer = request.answer();
       const end = answer.indexOf('\r\n\r\n');
       if (end < 0) return false;
       const length = /\r\ncontent-length: (\d+)\r\n/i.exec(answer.slice(0, end + 2));
       return length !== null && Buffer.byteLength(answer.slice(end + 4)) >= Number(length[1]);
     });
-    socket.end();
-    await closed;
+    await request.end();
     const code = await api.exited;
-    const answer = received.slice(continued);
+    const answer = request.answer();
     const head = answer.slice(0, answer.indexOf('\r\n\r\n'));
     expect(head).toMatch(/^HTTP\/1\.1 503 /);
     expect(head).toMatch(/\r\nretry-after: \d+\r\n/i);

@@ -11,7 +11,7 @@ import {
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { Verity, type Execution, type OperationDetail } from '@verity/sdk';
 import { type ExecutionReport, type HistoryCut, type OperationVerdict, createVerityMcpServer } from '@verity/sdk/mcp';
-import { http } from '../support/http';
+import { charge, http } from '../support/http';
 import { DEMO, DIST, Stack } from '../support/stack';
 import { type Event, resetSandbox, statusPath, submit, waitForOp } from './dispatcher-helpers';
 import { MCP_TOOLS } from '../support/mcp-tools';
@@ -28,14 +28,7 @@ function chargeSubmission(reference: string) {
   return {
     agent_id: 'mcp-e2e',
     intent: `charge ${reference}`,
-    operations: [
-      {
-        key: 'charge',
-        connector: 'sandbox.payments',
-        action: 'charge',
-        params: { amount: 1250, currency: 'EUR', reference },
-      },
-    ],
+    operations: [charge(reference)],
   };
 }
 

@@ -115,3 +115,54 @@ export function reach(host: string, port: number): Promise<string> {
     socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
   });
 }
+
+/** A request written by hand on a connection of its own, its body the test's to send when it chooses. */
+export interface HandWrittenRequest {
+  /** Writes more of the request (the body). */
+  write(bytes: string): void;
+  /** What the server has sent after its 100 Continue. */
+  answer(): string;
+  /** Waits for `done`; fails at once, saying so, if the server closed the connection or `app` exited first. */
+  until(what: string, done: () => boolean | Promise<boolean>): Promise<void>;
+  /** Ends the connection and waits until it is closed. */
+  end(): Promise<void>;
+}
+
+/**
+ * `head` (the request line and the headers, each ending in CRLF) with `Expect: 100-continue` on a fresh connection to
+ * `app` on 127.0.0.1:`port`, once the app has answered "100 Continue": it has read the headers, so the request is known
+ * to be under way (not merely sent) before the test goes on.
+ */
+export async function continuedRequest(
+  app: { child: { exitCode: number | null } },
+  port: number,
+  head: string,
+): Promise<HandWrittenRequest> {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  let received = '';
+  let socketClosed = false;
+  socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  void closed.then(() => (socketClosed = true));
+  const until = async (what: string, done: () => boolean | Promise<boolean>): Promise<void> => {
+    while (!(await done())) {
+      if (socketClosed || app.child.exitCode !== null) {
+        throw new Error(`${what}: the connection closed first; received ${JSON.stringify(received.slice(0, 400))}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  socket.write(`${head}Expect: 100-continue\r\n\r\n`);
+  await until('100 Continue', () => /^HTTP\/1\.1 100 [^\r]*\r\n\r\n/.test(received));
+  const continued = received.length;
+  return {
+    write: (bytes) => void socket.write(bytes),
+    answer: () => received.slice(continued),
+    until,
+    end: async () => {
+      socket.end();
+      await closed;
+    },
+  };
+}
