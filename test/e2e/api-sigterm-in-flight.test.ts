@@ -1,5 +1,6 @@
+import { connect } from 'node:net';
 import { DEMO, Stack, freePort } from '../support/stack';
-import { charge, continuedRequest, submission, unique } from '../support/http';
+import { charge, continuedRequest, reach, submission, unique } from '../support/http';
 
 /** A request on its way when the API is told to stop is answered, and answered by the API (not refused half-way). */
 describe('API SIGTERM with a request in flight', () => {
@@ -20,10 +21,27 @@ describe('API SIGTERM with a request in flight', () => {
         `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`,
     );
     request.write(body.slice(0, 10));
+    // A second connection whose request has begun (so it is not idle) at the signal. Answered once the API stops, it is
+    // idle, and the API closes it on its next look for idle connections (every 100 ms while it stops).
+    const other = connect(port, '127.0.0.1');
+    let otherReceived = '';
+    let otherClosed = false;
+    other.on('data', (chunk: Buffer) => (otherReceived += chunk.toString()));
+    other.once('close', () => (otherClosed = true));
+    await new Promise<void>((resolve) => other.once('connect', () => resolve()));
+    other.write('GET /health/live HTTP/1.1\r\nHost: 127.0.0.1\r\n');
     api.child.kill('SIGTERM');
-    // The API has begun to stop (it logs so first), and only then does the rest of the body come.
+    // The API has begun to stop (it logs so first), has closed its listener (a new connection is refused), and has
+    // since closed the connections gone idle, the other one among them: the request still arriving is on a connection
+    // the stop has looked at and left open. Only then does the rest of its body come.
     await request.until('the API saying it stops', () => api.output.join('').includes('shutting down'));
-    await new Promise((r) => setTimeout(r, 500));
+    await request.until(
+      'the API closing its listener',
+      async () => (await reach('127.0.0.1', port)) === 'ECONNREFUSED',
+    );
+    other.write('\r\n');
+    await request.until('the API closing the other connection once idle', () => otherClosed);
+    expect(otherReceived).toMatch(/^HTTP\/1\.1 200 /);
     request.write(body.slice(10));
     await request.until('the answer', () => request.answer().includes('\r\n\r\n'));
     await request.end();
