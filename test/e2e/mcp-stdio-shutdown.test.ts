@@ -83,13 +83,19 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
     if (child?.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
 
-  it('answers the submission in flight, then exits 0', async () => {
+  /** The stdio server with a submit_execution in flight: the API holds its POST until the test answers it. */
+  async function submissionInFlight() {
     const api = await holdingApi();
     const stdio = startStdio(api.url);
     child = stdio.child;
     await initialized(stdio);
     stdio.send({ id: 2, method: 'tools/call', params: { name: 'submit_execution', arguments: UNIT_SUBMISSION } });
     await waitUntil(() => api.held.answer !== undefined);
+    return { api, stdio };
+  }
+
+  it('answers the submission in flight, then exits 0', async () => {
+    const { api, stdio } = await submissionInFlight();
 
     stdio.child.kill('SIGTERM');
     // It says it is finishing the request first (without the fix it was killed by the signal there and then).
@@ -109,9 +115,11 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
     expect(api.held.posts).toBe(1);
   });
 
-  // A wait runs for up to 50 s and changes nothing: held for the grace (10 s), it was never answered — the process
-  // exited under it, and the host's client learnt nothing of the execution it was following.
-  it('ends a wait in flight at once with the current state (not settled), then exits 0 without the grace', async () => {
+  /**
+   * The stdio server with a wait_for_execution in flight (up to 50 s) for an execution that does not settle — the API's
+   * stream of it opens and nothing ever happens on it — stopped by `stop`: how it exited, and how long after `stop`.
+   */
+  async function stoppedWithWaitInFlight(stop: (child: ChildProcess) => void) {
     const streams: ServerResponse[] = [];
     const server = createServer((req, res) => {
       req.resume();
@@ -142,12 +150,19 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
     await waitUntil(() => streams.length > 0);
 
     const stopping = Date.now();
-    stdio.child.kill('SIGTERM');
+    stop(stdio.child);
     const exited = await stdio.exited;
     for (const stream of streams) stream.destroy();
+    return { stdio, exited, tookMs: Date.now() - stopping };
+  }
+
+  // A wait runs for up to 50 s and changes nothing: held for the grace (10 s), it was never answered — the process
+  // exited under it, and the host's client learnt nothing of the execution it was following.
+  it('ends a wait in flight at once with the current state (not settled), then exits 0 without the grace', async () => {
+    const { stdio, exited, tookMs } = await stoppedWithWaitInFlight((child) => child.kill('SIGTERM'));
     expect(exited).toEqual({ code: 0, signal: null });
     // Well within the grace the requests in flight are given (SHUTDOWN_GRACE_MS, 10 s): nothing waited it out.
-    expect(Date.now() - stopping).toBeLessThan(8_000);
+    expect(tookMs).toBeLessThan(8_000);
     const answer = stdio.lines.find((l) => l.id === 2) as {
       result?: { isError?: boolean; content: { text: string }[]; structuredContent?: Record<string, unknown> };
     };
@@ -165,53 +180,19 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
   // A host that quits closes both pipes. The wait then answered at once (above), into an output nobody reads: the write
   // failed with EPIPE, nothing listened for the error on stdout, and the process crashed with exit 1 and a stack trace.
   it('exits 0 when the host closes its output and input with a wait in flight (no crash on EPIPE)', async () => {
-    const streams: ServerResponse[] = [];
-    const server = createServer((req, res) => {
-      req.resume();
-      const path = new URL(req.url ?? '/', 'http://x').pathname;
-      if (path === '/v1/executions/exe_waiting/stream') {
-        res.writeHead(200, { 'content-type': 'text/event-stream' }).write(': open\n\n');
-        streams.push(res);
-        return;
-      }
-      const body =
-        path === '/v1/executions/exe_waiting'
-          ? { ...execution, id: 'exe_waiting' }
-          : path === '/v1/executions/exe_waiting/events'
-            ? { data: [], next_cursor: null }
-            : undefined;
-      res.writeHead(body ? 200 : 404, { 'content-type': 'application/json' }).end(JSON.stringify(body ?? {}));
+    const { stdio, exited, tookMs } = await stoppedWithWaitInFlight((child) => {
+      child.stdout!.destroy();
+      child.stdin!.end();
     });
-    const api = closeAfterTest(await listenLocally(server));
-    const stdio = startStdio(api.url);
-    child = stdio.child;
-    await initialized(stdio);
-    stdio.send({
-      id: 2,
-      method: 'tools/call',
-      params: { name: 'wait_for_execution', arguments: { execution_id: 'exe_waiting', timeout_seconds: 50 } },
-    });
-    await waitUntil(() => streams.length > 0);
-
-    const stopping = Date.now();
-    stdio.child.stdout!.destroy();
-    stdio.child.stdin!.end();
-    const exited = await stdio.exited;
-    for (const stream of streams) stream.destroy();
     expect([exited, stdio.stderr()]).toEqual([{ code: 0, signal: null }, expect.not.stringContaining('EPIPE')]);
     // Without the grace (10 s): the answer nobody can read is not waited for.
-    expect(Date.now() - stopping).toBeLessThan(8_000);
+    expect(tookMs).toBeLessThan(8_000);
   });
 
   // The host asked again: it will not wait for the grace. As the API's CLIs do, a second signal stops it at once, exit
   // 1, saying that the requests in flight went unanswered (ignored, the process ran on for the grace, 10 s).
   it('a second signal stops it at once: exit 1, saying the requests in flight went unanswered', async () => {
-    const api = await holdingApi();
-    const stdio = startStdio(api.url);
-    child = stdio.child;
-    await initialized(stdio);
-    stdio.send({ id: 2, method: 'tools/call', params: { name: 'submit_execution', arguments: UNIT_SUBMISSION } });
-    await waitUntil(() => api.held.answer !== undefined);
+    const { stdio } = await submissionInFlight();
     stdio.child.kill('SIGTERM');
     await waitUntil(() => stdio.stderr().includes('answering 1 request(s) in flight first'));
     const stopping = Date.now();
