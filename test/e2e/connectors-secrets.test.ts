@@ -284,22 +284,12 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
     expect(written.status).toBe(201);
   });
 
-  it('a retry of an operation whose params hold a value made a secret since is refused (400 secret_value), and nothing is stored', async () => {
-    // Accepted before the value was a secret (nothing to refuse then), and ended without a send: denied. The agent's id
-    // and the operation's key, which the retry copies too, hold it as well.
-    const later = `later-${unique('token')}-Kq83vW`;
-    const created = await call<Execution>('POST', '/v1/executions', {
-      body: submission(
-        [
-          httpOp(
-            `${later}-op`,
-            { method: 'POST', url: `${target.base}/orders`, headers: { 'x-note': later } },
-            { requires_approval: true },
-          ),
-        ],
-        { agent_id: `agent ${later}` },
-      ),
-    });
+  /**
+   * The one operation of `body` (it asks for approval), denied: it ended without a send, so it may be retried. Made so
+   * before a value in it is a secret, there was nothing to refuse then.
+   */
+  const deniedOperation = async (body: unknown) => {
+    const created = await call<Execution>('POST', '/v1/executions', { body });
     expect(created.status).toBe(201);
     const [op] = created.body.operations;
     await waitFor(
@@ -311,12 +301,40 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
       body: { decision: 'deny', reason: 'not now' },
     });
     expect(denied.status).toBe(200);
+    return op;
+  };
+
+  /** `then`, with `value` made the http connector's secret `name` first, and the secret removed after. */
+  const withSecretMadeSince = async (name: string, value: string, then: () => Promise<void>) => {
     const set = await call('PUT', '/v1/admin/connector-settings/http', {
       key: DEMO.admin,
-      body: { secrets: { later_token: later } },
+      body: { secrets: { [name]: value } },
     });
     expect(set.status).toBe(200);
     try {
+      await then();
+    } finally {
+      await call('DELETE', `/v1/admin/connector-settings/http/secrets/${name}`, { key: DEMO.admin });
+    }
+  };
+
+  it('a retry of an operation whose params hold a value made a secret since is refused (400 secret_value), and nothing is stored', async () => {
+    // Accepted before the value was a secret (nothing to refuse then), and ended without a send: denied. The agent's id
+    // and the operation's key, which the retry copies too, hold it as well.
+    const later = `later-${unique('token')}-Kq83vW`;
+    const op = await deniedOperation(
+      submission(
+        [
+          httpOp(
+            `${later}-op`,
+            { method: 'POST', url: `${target.base}/orders`, headers: { 'x-note': later } },
+            { requires_approval: true },
+          ),
+        ],
+        { agent_id: `agent ${later}` },
+      ),
+    );
+    await withSecretMadeSince('later_token', later, async () => {
       const count = async () =>
         Number(((await stack.db.dataSource.query(`SELECT count(*) AS n FROM executions`)) as { n: string }[])[0].n);
       const before = await count();
@@ -334,43 +352,25 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
       ]);
       expect(retried.text).not.toContain(later);
       expect(await count()).toBe(before);
-    } finally {
-      await call('DELETE', '/v1/admin/connector-settings/http/secrets/later_token', { key: DEMO.admin });
-    }
+    });
   });
 
   it('a second retry of an operation retried before a value in it was made a secret is 409 already-retried, naming the first, not 400 secret_value', async () => {
     // A 400 told the caller the retry was refused and to submit the operation anew (naming the secret): one that had
     // lost the first retry's answer would make the effect a second time. Retry refusals of the effect come first.
     const later = `again-${unique('token')}-Zr41pX`;
-    const created = await call<Execution>('POST', '/v1/executions', {
-      body: submission([
+    const op = await deniedOperation(
+      submission([
         httpOp(
           `${unique('again')}-op`,
           { method: 'POST', url: `${target.base}/orders`, headers: { 'x-note': later } },
           { requires_approval: true },
         ),
       ]),
-    });
-    expect(created.status).toBe(201);
-    const [op] = created.body.operations;
-    await waitFor(
-      () => call<{ approval: { state: string } | null }>('GET', `/v1/operations/${op.id}`),
-      (r) => r.body.approval?.state === 'requested',
     );
-    const denied = await call('POST', `/v1/operations/${op.id}/approval`, {
-      key: DEMO.reviewer,
-      body: { decision: 'deny', reason: 'not now' },
-    });
-    expect(denied.status).toBe(200);
     const first = await call<{ operation: { id: string } }>('POST', `/v1/operations/${op.id}/retry`);
     expect(first.status).toBe(201);
-    const set = await call('PUT', '/v1/admin/connector-settings/http', {
-      key: DEMO.admin,
-      body: { secrets: { again_token: later } },
-    });
-    expect(set.status).toBe(200);
-    try {
+    await withSecretMadeSince('again_token', later, async () => {
       const again = await call<{ type: string }>('POST', `/v1/operations/${op.id}/retry`);
       expect({ status: again.status, type: again.body.type }).toEqual({
         status: 409,
@@ -378,9 +378,7 @@ describe('tenant secrets are never stored or returned: an echoing target gets {{
       });
       expect(again.text).toContain(first.body.operation.id);
       expect(again.text).not.toContain(later);
-    } finally {
-      await call('DELETE', '/v1/admin/connector-settings/http/secrets/again_token', { key: DEMO.admin });
-    }
+    });
   });
 
   it('a person’s free text holding a secret’s value — a cancel reason, an approval reason, a resolution’s evidence — is refused (400 secret_value), and nothing changes', async () => {
