@@ -3,7 +3,7 @@ import { createApiKey } from '@verity/persistence';
 import { createConnection, createServer, Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
+import { DEMO, METRICS_TOKEN, type RunningApp, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import { waitForLockWaiter } from '../support/lock-waits';
 import { startReceiver, subscribedReceiver } from './webhook-receiver';
@@ -281,6 +281,60 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     ((await stack.db.dataSource.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1`, [endpointId])) as unknown[])
       .length === 0;
 
+  /** An admin's DELETE of the endpoint through `apiUrl`, once it has committed (and waits for the send). */
+  async function committedDelete(apiUrl: string, endpointId: string) {
+    const deleting = timedDelete(apiUrl, endpointId);
+    await waitFor(
+      async () => endpointGone(endpointId),
+      (gone) => gone,
+      20_000,
+      20,
+    );
+    return deleting;
+  }
+
+  /** How many times `api` has said that a delete waits for the endpoint's sends under way. */
+  const waitsLogged = (api: RunningApp) =>
+    api.output.join('').split('"msg":"webhook endpoint gone: waiting for its sends under way').length - 1;
+
+  /**
+   * A second DELETE of the endpoint through `api` at `url`, made while the first waits: once it has answered, or waits
+   * for the send (it says so).
+   */
+  async function secondDelete(api: RunningApp, url: string, endpointId: string) {
+    const second = timedDelete(url, endpointId);
+    await waitFor(
+      async () => second.answeredAt() !== null || waitsLogged(api) > 0,
+      (done) => done,
+      20_000,
+      20,
+    );
+    return second;
+  }
+
+  /** SIGTERM to `api`, once it says it is shutting down. */
+  async function toldToStop(api: RunningApp): Promise<void> {
+    api.child.kill('SIGTERM');
+    await waitFor(
+      async () => api.output.join('').includes('shutting down'),
+      (said) => said,
+    );
+  }
+
+  /**
+   * As releaseAndExpectArrivalBeforeAnswer for the first delete (204), and expects the second answered 404, also after
+   * the message arrived.
+   */
+  async function releaseAndExpectArrivalBeforeBothAnswers(
+    held: Awaited<ReturnType<typeof messageHeldOnTheWire>>,
+    first: ReturnType<typeof timedDelete>,
+    second: ReturnType<typeof timedDelete>,
+  ): Promise<void> {
+    await releaseAndExpectArrivalBeforeAnswer(held, first);
+    expect((await second.answer).status).toBe(404);
+    expect(held.arrivals[0]).toBeLessThan(second.answeredAt()!);
+  }
+
   it('answers a delete only once a message already on its way has reached the receiver, or never reached it', async () => {
     // The attempt has read its delivery for the last time and its request is on the wire (held by the relay, a slow
     // network) when the admin deletes the endpoint: the message may reach the receiver before the 204, never after.
@@ -349,8 +403,6 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     // another tenant naming the id learns nothing of it and waits for nothing: 404 at once.
     const { app: api, url } = await stack.startApiApp();
     const otherAdmin = await createApiKey(stack.db.dataSource.manager, { tenantId: 'demo-other', role: 'admin' });
-    const waitsLogged = () =>
-      api.output.join('').split('"msg":"webhook endpoint gone: waiting for its sends under way').length - 1;
     let held: Awaited<ReturnType<typeof messageHeldOnTheWire>> | undefined;
     try {
       held = await messageHeldOnTheWire('/on-the-wire-twice', 'wh-delete-twice');
@@ -366,18 +418,8 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
       expect(other.status).toBe(404);
       expect([held.relay.held(), held.arrivals.length]).toEqual([1, 0]);
 
-      const second = timedDelete(url, endpoint.id);
-      // The second has answered, or waits for the send (it says so).
-      await waitFor(
-        async () => second.answeredAt() !== null || waitsLogged() > 0,
-        (done) => done,
-        20_000,
-        20,
-      );
-      held.relay.release();
-      expect((await second.answer).status).toBe(404);
-      await releaseAndExpectArrivalBeforeAnswer(held, first);
-      expect(held.arrivals[0]).toBeLessThan(second.answeredAt()!);
+      const second = await secondDelete(api, url, endpoint.id);
+      await releaseAndExpectArrivalBeforeBothAnswers(held, first, second);
     } finally {
       await stack.kill(api);
       await held?.close();
@@ -392,19 +434,8 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     try {
       held = await messageHeldOnTheWire('/on-the-wire-at-stop', 'wh-delete-at-stop');
       const { endpoint } = held;
-      const deleting = timedDelete(url, endpoint.id);
-      // The delete has committed, and waits for the send.
-      await waitFor(
-        async () => endpointGone(endpoint.id),
-        (gone) => gone,
-        20_000,
-        20,
-      );
-      api.child.kill('SIGTERM');
-      await waitFor(
-        async () => api.output.join('').includes('shutting down'),
-        (said) => said,
-      );
+      const deleting = await committedDelete(url, endpoint.id);
+      await toldToStop(api);
       expect(deleting.answeredAt()).toBeNull();
       await releaseAndExpectArrivalBeforeAnswer(held, deleting);
       expect(await api.exited).toBe(0);
@@ -418,36 +449,16 @@ describe('webhooks: an endpoint deleted while its delivery is under way', () => 
     // The 404 of a delete that found the endpoint gone waits as the 204 does, also through SIGTERM: neither is cut nor
     // answered early, and the process exits 0 once both have answered.
     const { app: api, url } = await stack.startApiApp();
-    const waitsLogged = () =>
-      api.output.join('').split('"msg":"webhook endpoint gone: waiting for its sends under way').length - 1;
     let held: Awaited<ReturnType<typeof messageHeldOnTheWire>> | undefined;
     try {
       held = await messageHeldOnTheWire('/on-the-wire-twice-at-stop', 'wh-delete-twice-at-stop');
       const { endpoint } = held;
-      const first = timedDelete(url, endpoint.id);
-      await waitFor(
-        async () => endpointGone(endpoint.id),
-        (gone) => gone,
-        20_000,
-        20,
-      );
-      const second = timedDelete(url, endpoint.id);
-      await waitFor(
-        async () => second.answeredAt() !== null || waitsLogged() > 0,
-        (done) => done,
-        20_000,
-        20,
-      );
+      const first = await committedDelete(url, endpoint.id);
+      const second = await secondDelete(api, url, endpoint.id);
       expect(second.answeredAt()).toBeNull();
-      api.child.kill('SIGTERM');
-      await waitFor(
-        async () => api.output.join('').includes('shutting down'),
-        (said) => said,
-      );
+      await toldToStop(api);
       expect([first.answeredAt(), second.answeredAt()]).toEqual([null, null]);
-      await releaseAndExpectArrivalBeforeAnswer(held, first);
-      expect((await second.answer).status).toBe(404);
-      expect(held.arrivals[0]).toBeLessThan(second.answeredAt()!);
+      await releaseAndExpectArrivalBeforeBothAnswers(held, first, second);
       expect(await api.exited).toBe(0);
     } finally {
       if (api.child.exitCode === null && api.child.signalCode === null) await stack.kill(api);
