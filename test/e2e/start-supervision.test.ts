@@ -1,17 +1,11 @@
-import { ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AppName, appNodeArgs } from '../../libs/platform/src/runtime';
 import { charge, http, submission, unique } from '../support/http';
 import { watchApi } from '../support/openapi-validator';
-import {
-  clearRedisPrefix,
-  createTestDatabase,
-  TEST_REDIS_URL,
-  TestDatabase,
-  testQueuePrefix,
-} from '../support/services';
-import { DEMO, DIST, TEST_TIMINGS, freePort, waitFor } from '../support/stack';
+import { NpmStartRun, alive } from '../support/npm-start';
+import { DEMO, DIST, waitFor } from '../support/stack';
 
 /**
  * `npm start` supervises its apps: a dispatcher killed with SIGKILL is started again (and the log says so) while the
@@ -26,75 +20,29 @@ interface Execution {
   operations: { status: string }[];
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe('npm start supervises its apps', () => {
-  let db: TestDatabase;
-  let prefix = '';
-  let start: ChildProcess | null = null;
-  let exited: Promise<number | null>;
-  let output = '';
-  let apiUrl = '';
-
-  /** Every `started <app> (pid N)` line so far, in order. */
-  function started(): { app: string; pid: number }[] {
-    return [...output.matchAll(/started (\S+) \(pid (\d+)\)/g)].map((m) => ({ app: m[1], pid: Number(m[2]) }));
-  }
+  const run = new NpmStartRun('startsup');
 
   beforeAll(async () => {
-    db = await createTestDatabase('startsup');
-    prefix = testQueuePrefix('startsup');
-    const port = await freePort();
-    apiUrl = `http://127.0.0.1:${port}`;
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      ...TEST_TIMINGS,
-      NODE_ENV: 'test',
-      NO_COLOR: '1',
-      DATABASE_URL: db.url,
-      REDIS_URL: TEST_REDIS_URL,
-      QUEUE_PREFIX: prefix,
-      PORT: String(port),
-      SANDBOX_PORT: String(await freePort()),
-      DISPATCHER_METRICS_PORT: String(await freePort()),
-      RECONCILER_METRICS_PORT: String(await freePort()),
-    };
-    delete env.SANDBOX_URL;
-    start = spawn(process.execPath, [join(DIST, 'scripts', 'start.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    start.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    start.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    exited = new Promise((resolve) => start?.on('exit', (code) => resolve(code)));
-    await waitFor(
-      async () => output,
-      (text) => text.includes('Verity is running') || start?.exitCode !== null,
-      90_000,
-      100,
+    await run.start((env) =>
+      spawn(process.execPath, [join(DIST, 'scripts', 'start.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] }),
     );
-    if (!output.includes('Verity is running')) throw new Error(`npm start did not come up:\n${output}`);
     // Not started by a Stack: its responses are checked against /docs-json all the same.
-    watchApi(apiUrl);
+    watchApi(run.apiUrl);
   }, 120_000);
 
   afterAll(async () => {
     // Only if the test failed before its own SIGTERM: never leave the children behind.
-    if (start && start.exitCode === null && start.signalCode === null) {
-      start.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000).unref())]);
+    if (run.running()) {
+      run.child?.kill('SIGTERM');
+      await Promise.race([run.exited, new Promise((r) => setTimeout(r, 20_000).unref())]);
     }
-    for (const { pid } of started()) if (alive(pid)) process.kill(pid, 'SIGKILL');
-    await db?.drop().catch(() => undefined);
-    await clearRedisPrefix(prefix).catch(() => undefined);
+    for (const { pid } of run.started()) if (alive(pid)) process.kill(pid, 'SIGKILL');
+    await run.drop();
   });
 
   it('starts each app with its own node flags (the API with its smaller young generation)', () => {
-    const running = started().filter(({ pid }) => alive(pid));
+    const running = run.started().filter(({ pid }) => alive(pid));
     expect(running.map(({ app }) => app).sort()).toEqual(['api', 'dispatcher', 'reconciler', 'sandbox-provider']);
     for (const { app, pid } of running) {
       // The command line as the kernel has it: node, its flags, the entry point.
@@ -104,11 +52,11 @@ describe('npm start supervises its apps', () => {
   });
 
   it('restarts a SIGKILLed dispatcher with backoff, keeps the others running, and SIGTERM stops every child', async () => {
-    const first = new Map(started().map(({ app, pid }) => [app, pid]));
+    const first = new Map(run.started().map(({ app, pid }) => [app, pid]));
     expect([...first.keys()].sort()).toEqual(['api', 'dispatcher', 'reconciler', 'sandbox-provider']);
     const killed = first.get('dispatcher') as number;
     await waitFor(
-      async () => output,
+      async () => run.output,
       (text) => text.includes('dispatcher ready'),
       30_000,
       100,
@@ -117,56 +65,56 @@ describe('npm start supervises its apps', () => {
     process.kill(killed, 'SIGKILL');
     // "started" and "restarted" are two lines that may reach this process in two reads: wait for the second.
     await waitFor(
-      async () => output,
+      async () => run.output,
       (text) => /dispatcher restarted \(pid \d+\); the other apps kept running/.test(text),
       30_000,
       100,
     );
-    expect(started().filter(({ app }) => app === 'dispatcher')).toHaveLength(2);
-    expect(output).toContain('dispatcher stopped unexpectedly (signal SIGKILL); restarting it in 1 s');
-    const restarted = started().filter(({ app }) => app === 'dispatcher')[1].pid;
+    expect(run.started().filter(({ app }) => app === 'dispatcher')).toHaveLength(2);
+    expect(run.output).toContain('dispatcher stopped unexpectedly (signal SIGKILL); restarting it in 1 s');
+    const restarted = run.started().filter(({ app }) => app === 'dispatcher')[1].pid;
     expect(restarted).not.toBe(killed);
     expect(alive(killed)).toBe(false);
 
     // Crashing again at once: the wait doubles, and the log says it is backing off.
     process.kill(restarted, 'SIGKILL');
     await waitFor(
-      async () => started().filter(({ app }) => app === 'dispatcher').length,
+      async () => run.started().filter(({ app }) => app === 'dispatcher').length,
       (count) => count === 3,
       30_000,
       100,
     );
-    expect(output).toContain(
+    expect(run.output).toContain(
       'dispatcher stopped unexpectedly (signal SIGKILL); restarting it in 2 s (crash 2 in a row: backing off)',
     );
     // Nothing else was restarted, so the sandbox provider still holds what it recorded.
     for (const app of ['api', 'reconciler', 'sandbox-provider']) {
-      expect(started().filter((s) => s.app === app)).toEqual([{ app, pid: first.get(app) }]);
+      expect(run.started().filter((s) => s.app === app)).toEqual([{ app, pid: first.get(app) }]);
       expect(alive(first.get(app) as number)).toBe(true);
     }
 
     // Work goes on: a payment submitted now is sent by the third dispatcher and verified.
     const reference = unique('supervised');
-    const res = await http<Execution>(apiUrl, 'POST', '/v1/executions', {
+    const res = await http<Execution>(run.apiUrl, 'POST', '/v1/executions', {
       key: DEMO.agent,
       body: submission([charge(reference)]),
     });
     expect(res.status).toBe(201);
     const done = await waitFor(
-      async () => (await http<Execution>(apiUrl, 'GET', `/v1/executions/${res.body.id}`, { key: DEMO.agent })).body,
+      async () => (await http<Execution>(run.apiUrl, 'GET', `/v1/executions/${res.body.id}`, { key: DEMO.agent })).body,
       (e) => e.status === 'completed',
       60_000,
       200,
     );
     expect(done.operations.map((o) => o.status)).toEqual(['VERIFIED']);
-    expect(output).not.toContain('stopping everything');
+    expect(run.output).not.toContain('stopping everything');
 
     // SIGTERM: a clean stop of every child, and nothing restarted on the way out.
-    const children = started().map(({ pid }) => pid);
-    start?.kill('SIGTERM');
-    expect(await exited).toBe(0);
+    const children = run.started().map(({ pid }) => pid);
+    run.child?.kill('SIGTERM');
+    expect((await run.exited).code).toBe(0);
     for (const pid of children) expect(alive(pid)).toBe(false);
-    expect(started()).toHaveLength(children.length);
-    expect(output).toContain('stopped');
+    expect(run.started()).toHaveLength(children.length);
+    expect(run.output).toContain('stopped');
   }, 180_000);
 });
