@@ -403,7 +403,10 @@ function banner(apiPort: number, sandboxPort: number, postgres: Service, redis: 
     lines.push('The API listens on 127.0.0.1 only; set HOST=0.0.0.0 to expose it (then not with the demo keys).');
   }
   if (!demo) {
-    lines.push('NODE_ENV=production: no demo tenant or demo keys are seeded; create keys with `npm run keys`.');
+    lines.push(
+      'NODE_ENV=production: no demo tenant or demo keys are seeded; create keys with `npm run keys`',
+      '(`--new-tenant` with the first key of a tenant).',
+    );
   } else {
     lines.push(
       bold('Demo API keys') +

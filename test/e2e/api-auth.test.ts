@@ -29,7 +29,7 @@ describe('auth, keys and tenant isolation (I9)', () => {
 
   describe('the keys CLI', () => {
     it('creates a key for a new tenant, prints it once, and the key works for that tenant only', async () => {
-      const created = await keys('create', '--tenant', 'acme', '--role', 'agent', '--label', 'ci bot');
+      const created = await keys('create', '--tenant', 'acme', '--new-tenant', '--role', 'agent', '--label', 'ci bot');
       expect(created.code).toBe(0);
       const key = /^\s+(vk_agent_\S+)$/m.exec(created.stdout)?.[1];
       expect(key).toBeDefined();
@@ -60,6 +60,60 @@ describe('auth, keys and tenant isolation (I9)', () => {
       expect(JSON.stringify(JSON.parse(json.stdout))).not.toMatch(/[0-9a-f]{64}/);
       expect((JSON.parse(json.stdout) as { tenant: string }[]).some((k) => k.tenant === 'demo')).toBe(true);
     });
+
+    it('refuses a key for a tenant that does not exist unless --new-tenant says it is a new one', async () => {
+      const count = async () =>
+        (
+          (await stack.db.dataSource.query(`SELECT (SELECT count(*)::int FROM api_keys) AS keys,
+           (SELECT count(*)::int FROM tenants) AS tenants`)) as { keys: number; tenants: number }[]
+        )[0];
+      const before = await count();
+      // A typo of an existing tenant's name: no tenant made, no key made, the name and the tenants there are told.
+      const typo = await keys('create', '--tenant', 'dmeo', '--role', 'admin');
+      expect({ code: typo.code, stdout: typo.stdout }).toEqual({ code: 2, stdout: '' });
+      expect(typo.stderr).toContain('no tenant "dmeo"');
+      expect(typo.stderr).toContain(`${before.tenants} tenants exist`);
+      expect(typo.stderr).toContain('--new-tenant');
+      expect(await count()).toEqual(before);
+
+      // --new-tenant for a name that is taken: refused too — the key would open another tenant's data.
+      const taken = await keys('create', '--tenant', 'demo', '--new-tenant', '--role', 'agent');
+      expect({ code: taken.code, stdout: taken.stdout }).toEqual({ code: 2, stdout: '' });
+      expect(taken.stderr).toContain('tenant "demo" exists already');
+      expect(await count()).toEqual(before);
+
+      const fresh = await keys('create', '--tenant', 'brand-new', '--new-tenant', '--role', 'admin', '--json');
+      expect(fresh.code).toBe(0);
+      expect(JSON.parse(fresh.stdout)).toMatchObject({ tenant: 'brand-new', role: 'admin' });
+      expect(await count()).toEqual({ keys: before.keys + 1, tenants: before.tenants + 1 });
+      // Once it exists, more keys for it need no flag.
+      expect((await keys('create', '--tenant', 'brand-new', '--role', 'agent')).code).toBe(0);
+      // An operator key has no tenant: the flag does not go with it.
+      expect((await keys('create', '--role', 'operator', '--new-tenant')).code).toBe(2);
+    }, 120_000);
+
+    it('rotates a key: a new key for the same tenant, role and label, and the old one revoked at once', async () => {
+      const created = JSON.parse(
+        (await keys('create', '--tenant', 'demo', '--role', 'agent', '--label', 'rotating bot', '--json')).stdout,
+      ) as { id: string; key: string };
+      expect((await submit(created.key)).status).toBe(201);
+      const rotated = await keys('rotate', '--key', created.id, '--json');
+      expect(rotated.code).toBe(0);
+      const answer = JSON.parse(rotated.stdout) as { id: string; key: string; replaces: string; revoked_at: string };
+      expect(answer).toMatchObject({ tenant: 'demo', role: 'agent', label: 'rotating bot', replaces: created.id });
+      expect(answer.id).not.toBe(created.id);
+      expect((await submit(created.key)).status).toBe(401);
+      expect((await submit(answer.key)).status).toBe(201);
+      const [old] = (await stack.db.dataSource.query(`SELECT revoked_at FROM api_keys WHERE id = $1`, [
+        created.id,
+      ])) as { revoked_at: Date }[];
+      expect(answer.revoked_at).toBe(old.revoked_at.toISOString());
+      // A revoked key is not rotated again, and nothing is made.
+      const again = await keys('rotate', '--key', created.id);
+      expect(again.code).toBe(2);
+      expect(again.stderr).toContain(created.id);
+      expect((await keys('rotate')).code).toBe(2);
+    }, 120_000);
 
     it('refuses bad arguments with a usage error', async () => {
       expect((await keys('create', '--tenant', 'acme', '--role', 'root')).code).toBe(2);

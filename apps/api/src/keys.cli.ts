@@ -3,15 +3,17 @@ import { parseArgs } from 'node:util';
 import {
   ApiKeyListing,
   KEY_ROLES,
+  KeyOwner,
   KeyRole,
   Role,
   createApiKey,
   createDataSource,
-  ensureTenant,
+  createTenant,
   isStatementTimeout,
   findActiveKeysByIdOrPrefix,
   listApiKeys,
   revokeApiKeyById,
+  tenantExists,
 } from '@verity/persistence';
 import { escapeHiddenCharacters, jsonWithHiddenCharactersEscaped, loadConfig } from '@verity/platform';
 import type { DataSource } from 'typeorm';
@@ -19,10 +21,15 @@ import { LABEL_MAX, isLabelText, shownLabel } from './key-label';
 
 const USAGE = `Manage API keys (keys are stored hashed; a new key is printed once and never again).
 
-  npm run keys -- create --tenant <id> --role <agent|reviewer|admin> [--label <text>] [--json]
+  npm run keys -- create --tenant <id> --role <agent|reviewer|admin> [--new-tenant] [--label <text>] [--json]
   npm run keys -- create --role operator [--label <text>] [--json]
   npm run keys -- list [--tenant <id>] [--json]
   npm run keys -- revoke <key id or key prefix> [--json]
+  npm run keys -- rotate --key <key id or key prefix> [--json]
+
+A key for a tenant that does not exist yet needs --new-tenant, which makes the tenant (and is refused for one that
+exists): a mistyped tenant makes no tenant of its own. rotate makes a new key of the same tenant, role and label and
+revokes the old one, in one transaction.
 
 An operator key belongs to no tenant: it opens Bull Board and /metrics (which show every tenant) and no tenant's
 /v1 data.
@@ -74,24 +81,45 @@ async function create(db: DataSource, args: string[], out: Out): Promise<void> {
       tenant: { type: 'string' },
       role: { type: 'string' },
       label: { type: 'string' },
+      'new-tenant': { type: 'boolean', default: false },
       json: { type: 'boolean', default: false },
     },
     strict: true,
   });
   const tenant = values.tenant;
+  const newTenant = values['new-tenant'];
   const role = values.role as KeyRole | undefined;
   if (!role || !KEY_ROLES.includes(role)) throw new UsageError(`--role is required: one of ${KEY_ROLES.join(', ')}`);
   const label = labelOf(values.label);
   let created: { id: string; key: string };
   if (role === 'operator') {
-    if (tenant !== undefined) throw new UsageError('an operator key belongs to no tenant: leave out --tenant');
+    if (tenant !== undefined || newTenant) {
+      throw new UsageError('an operator key belongs to no tenant: leave out --tenant and --new-tenant');
+    }
     created = await createApiKey(db.manager, { tenantId: null, role, label });
   } else {
     if (!tenant || !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(tenant)) {
       throw new UsageError('--tenant is required: lower-case letters, digits, "_" and "-" (at most 63)');
     }
-    await ensureTenant(db.manager, tenant);
-    created = await createApiKey(db.manager, { tenantId: tenant, role: role as Role, label });
+    created = await db.transaction(async (tx) => {
+      if (newTenant) {
+        if (!(await createTenant(tx, tenant))) {
+          throw new UsageError(
+            `tenant "${tenant}" exists already: leave out --new-tenant to add a key to it (no key was made)`,
+          );
+        }
+      } else {
+        const known = await tenantExists(tx, tenant);
+        if (!known.exists) {
+          throw new UsageError(
+            `no tenant "${tenant}" (${known.tenants} ${known.tenants === 1 ? 'tenant exists' : 'tenants exist'}; ` +
+              'npm run keys -- list names them): check the name, ' +
+              'or add --new-tenant to make it with its first key (no key was made)',
+          );
+        }
+      }
+      return createApiKey(tx, { tenantId: tenant, role: role as Role, label });
+    });
   }
   if (values.json) {
     out(jsonLine({ id: created.id, tenant: tenant ?? null, role, label: label ?? null, key: created.key }));
@@ -153,16 +181,7 @@ async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
   });
   const target = positionals[0];
   if (!target || positionals.length > 1) throw new UsageError('revoke takes exactly one key id or key prefix');
-  // A prefix is short and may be shared; revoking by it is only allowed when it names exactly one active key.
-  const matches = await findActiveKeysByIdOrPrefix(db.manager, target);
-  if (matches.length === 0) throw new UsageError(`no active key has id or prefix "${shownArg(target)}"`);
-  if (matches.length > 1) {
-    throw new UsageError(
-      `"${shownArg(target)}" matches ${matches.length} active keys; revoke by id instead:\n` +
-        matches.map((k) => `  ${k.id}  ${k.tenant_id ?? '(platform)'}  ${k.role}`).join('\n'),
-    );
-  }
-  const key = matches[0];
+  const key = await activeKeyNamed(db, target);
   const revocation = await revokeApiKeyById(db.manager, key.id);
   // Another revocation of the key committed between the lookup above and this one (another operator's, at the same
   // moment): this one changed nothing, and says so with the time the key stopped working, as for a key already revoked.
@@ -178,6 +197,68 @@ async function revoke(db: DataSource, args: string[], out: Out): Promise<void> {
     );
 }
 
+/** The one active key a revoke or rotate names by id or prefix; a usage error when none or several match. */
+async function activeKeyNamed(db: DataSource, target: string): Promise<KeyRow> {
+  // A prefix is short and may be shared; acting by it is only allowed when it names exactly one active key.
+  const matches = await findActiveKeysByIdOrPrefix(db.manager, target);
+  if (matches.length === 0) throw new UsageError(`no active key has id or prefix "${shownArg(target)}"`);
+  if (matches.length > 1) {
+    throw new UsageError(
+      `"${shownArg(target)}" matches ${matches.length} active keys; name it by id instead:\n` +
+        matches.map((k) => `  ${k.id}  ${k.tenant_id ?? '(platform)'}  ${k.role}`).join('\n'),
+    );
+  }
+  return matches[0];
+}
+
+/**
+ * A new key for the old one's tenant, role and label, and the old one revoked, in one transaction: both or neither. A
+ * revocation of the old key by someone else meanwhile undoes the new key (nothing changed; the operator is told).
+ */
+async function rotate(db: DataSource, args: string[], out: Out): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { key: { type: 'string' }, json: { type: 'boolean', default: false } },
+    strict: true,
+  });
+  if (!values.key) throw new UsageError('rotate takes --key <key id or key prefix>');
+  const old = await activeKeyNamed(db, values.key);
+  const owner = (
+    old.tenant_id === null ? { tenantId: null, role: 'operator' } : { tenantId: old.tenant_id, role: old.role }
+  ) as KeyOwner;
+  const { created, revokedAt } = await db.transaction(async (tx) => {
+    const made = await createApiKey(tx, { ...owner, label: old.label ?? undefined });
+    const revocation = await revokeApiKeyById(tx, old.id);
+    if (!revocation?.revokedHere) {
+      const at = revocation ? ` at ${revocation.revokedAt.toISOString()}` : '';
+      throw new UsageError(`${old.id} was revoked meanwhile${at}, by another revocation; no key was made`);
+    }
+    return { created: made, revokedAt: revocation.revokedAt.toISOString() };
+  });
+  if (values.json) {
+    out(
+      jsonLine({
+        id: created.id,
+        tenant: old.tenant_id,
+        role: old.role,
+        label: old.label,
+        key: created.key,
+        replaces: old.id,
+        revoked_at: revokedAt,
+      }),
+    );
+    return;
+  }
+  out(
+    `created ${created.id} (${old.tenant_id === null ? 'platform operator, no tenant' : `tenant ${old.tenant_id}`}, role ${old.role})`,
+  );
+  out('');
+  out(`  ${created.key}`);
+  out('');
+  out(`revoked ${old.id} (prefix ${old.key_prefix}…) at ${revokedAt}: it stopped working in every API process.`);
+  out('This is the only time the new key is shown: store it now.');
+}
+
 function present(k: KeyRow) {
   return {
     id: k.id,
@@ -190,7 +271,12 @@ function present(k: KeyRow) {
   };
 }
 
-const COMMANDS: Record<string, (db: DataSource, args: string[], out: Out) => Promise<void>> = { create, list, revoke };
+const COMMANDS: Record<string, (db: DataSource, args: string[], out: Out) => Promise<void>> = {
+  create,
+  list,
+  revoke,
+  rotate,
+};
 
 export async function main(argv: string[], out: Out = (line) => process.stdout.write(`${line}\n`)): Promise<number> {
   const [command, ...args] = argv;

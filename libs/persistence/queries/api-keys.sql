@@ -1,6 +1,13 @@
 -- ensureTenant
 INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING;
 
+-- createTenant
+INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING id;
+
+-- tenantExists
+SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS exists,
+       (SELECT count(*)::int FROM tenants) AS tenants;
+
 -- createKey
 INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (key_hash) DO NOTHING;

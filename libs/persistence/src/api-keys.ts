@@ -9,6 +9,10 @@ export const KEY_REVOCATION_CHANNEL = 'verity_keys';
 
 export const API_KEY_SQL = {
   ensureTenant: `INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+  // The keys CLI's new tenant: a row when this statement made it, none when the id was taken (also by another at once).
+  createTenant: `INSERT INTO tenants (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING id`,
+  tenantExists: `SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1) AS exists,
+       (SELECT count(*)::int FROM tenants) AS tenants`,
   createKey: `INSERT INTO api_keys (id, tenant_id, role, key_hash, key_prefix, label) VALUES ($1, $2, $3, $4, $5, $6)
      ON CONFLICT (key_hash) DO NOTHING`,
   // The revocation and its announcement in one statement: the NOTIFY is delivered when, and only when, the revocation
@@ -79,6 +83,20 @@ export function keyPrefix(key: string): string {
 export async function ensureTenant(db: EntityManager, id: string, name = id): Promise<TenantEntity> {
   await db.query(API_KEY_SQL.ensureTenant, [id, name]);
   return db.getRepository(TenantEntity).findOneByOrFail({ id });
+}
+
+/**
+ * Makes the tenant `id` for the keys CLI's `--new-tenant`: true when this call made it, false when a tenant of that id
+ * exists (made earlier, or by another call at the same moment).
+ */
+export async function createTenant(db: Queryable, id: string, name = id): Promise<boolean> {
+  return (await rows(db, API_KEY_SQL.createTenant, [id, name])).length > 0;
+}
+
+/** Whether the tenant `id` exists, and how many tenants there are (for the keys CLI's refusal of an unknown one). */
+export async function tenantExists(db: Queryable, id: string): Promise<{ exists: boolean; tenants: number }> {
+  const [row] = await rows<{ exists: boolean; tenants: number }>(db, API_KEY_SQL.tenantExists, [id]);
+  return { exists: row.exists, tenants: row.tenants };
 }
 
 /** Who a key is for: a role of one tenant, or the platform operator (no tenant). */
