@@ -44,7 +44,8 @@ describe('admin: tenant policy', () => {
     expect(got.body).toEqual({
       obligation_owner: 'operations',
       escalation_target: 'on-call',
-      obligation_due_seconds: { default: 600 },
+      obligation_due_seconds: null,
+      effective: { obligation_due_seconds: { default: 600 } },
       approval_rules: [],
       updated_at: null,
       updated_by: null,
@@ -672,6 +673,66 @@ describe('admin: tenant policy', () => {
     expect((await changes('?kind=connector_settings')).body.data.every((c) => c.kind === 'connector_settings')).toBe(
       true,
     );
+  });
+});
+
+describe('admin: a policy read and written back pins no default', () => {
+  let stack: Stack;
+  const ADMIN = 'test-policy-round-trip-admin-key';
+  beforeAll(async () => {
+    stack = await Stack.start({
+      label: 'apolicyrt',
+      dispatchers: 0,
+      reconcilers: 0,
+      env: { OBLIGATION_DUE_MS: '600000' },
+    });
+    await ensureTenant(stack.db.dataSource.manager, 'round-trip');
+    await createApiKey(stack.db.dataSource.manager, { tenantId: 'round-trip', role: 'admin', key: ADMIN });
+  });
+  afterAll(async () => stack?.stop());
+
+  const policy = (url: string, method: 'GET' | 'PUT', body?: unknown, headers: Record<string, string> = {}) =>
+    http<Policy & ProblemBody>(url, method, '/v1/admin/policy', { key: ADMIN, body, headers });
+  /** What a GET shows the tenant set: its body without the members a PUT does not take. */
+  const settingsOf = (shown: Policy) => {
+    const { effective: _effective, updated_at: _at, updated_by: _by, ...settings } = shown;
+    return settings;
+  };
+  const stored = async () =>
+    (
+      (await stack.db.dataSource.query(`SELECT settings FROM tenants WHERE id = 'round-trip'`)) as {
+        settings: { obligationDueSeconds?: Record<string, number> } | null;
+      }[]
+    )[0].settings?.obligationDueSeconds;
+
+  it('GET → PUT of the same settings → another configured default: the tenant’s effective due time follows it', async () => {
+    // Nothing set: the tenant's due times are null, what applies is under `effective`.
+    const untouched = await policy(stack.apiUrl, 'GET');
+    expect(untouched.status).toBe(200);
+    expect(untouched.body.obligation_due_seconds).toBeNull();
+    expect(untouched.body.effective).toEqual({ obligation_due_seconds: { default: 600 } });
+    expect((await policy(stack.apiUrl, 'PUT', settingsOf(untouched.body))).status).toBe(200);
+    expect(await stored()).toBeUndefined();
+
+    // One reason's due time set; the GET pasted back (If-Match its ETag) as a PUT.
+    expect((await policy(stack.apiUrl, 'PUT', { obligation_due_seconds: { SOURCE_UNREACHABLE: 60 } })).status).toBe(
+      200,
+    );
+    const got = await policy(stack.apiUrl, 'GET');
+    expect(got.body.obligation_due_seconds).toEqual({ SOURCE_UNREACHABLE: 60 });
+    expect(got.body.effective).toEqual({ obligation_due_seconds: { default: 600, SOURCE_UNREACHABLE: 60 } });
+    const put = await policy(stack.apiUrl, 'PUT', settingsOf(got.body), { 'if-match': got.headers.get('etag')! });
+    expect(put.status).toBe(200);
+    expect(put.headers.get('etag')).toBe(got.headers.get('etag'));
+    expect(await stored()).toEqual({ SOURCE_UNREACHABLE: 60 });
+
+    // The platform's default changes (an API configured with another): the tenant's default follows it.
+    const renewed = await stack.startApi({ OBLIGATION_DUE_MS: '1200000' });
+    const after = await policy(renewed, 'GET');
+    expect({ own: after.body.obligation_due_seconds, effective: after.body.effective }).toEqual({
+      own: { SOURCE_UNREACHABLE: 60 },
+      effective: { obligation_due_seconds: { default: 1200, SOURCE_UNREACHABLE: 60 } },
+    });
   });
 });
 

@@ -58,24 +58,25 @@ describe('If-None-Match on a versioned read', () => {
   });
 
   it('the policy naming its ETag is answered in full by an API whose defaults differ (a rolling deploy), never 304', async () => {
-    type Policy = { obligation_due_seconds: { default: number } };
+    type Policy = { effective: { obligation_due_seconds: { default: number } } };
     const policy = (url: string, headers: Record<string, string> = {}) =>
       http<Policy>(url, 'GET', '/v1/admin/policy', { key: DEMO.admin, headers });
     const old = await policy(stack.apiUrl);
     expect(old.status).toBe(200);
     const etag = old.headers.get('etag')!;
     // The same policy (same version) served by an API configured with another default due time.
-    const renewed = await stack.startApi({ OBLIGATION_DUE_MS: String(old.body.obligation_due_seconds.default * 2000) });
+    const oldDefault = old.body.effective.obligation_due_seconds.default;
+    const renewed = await stack.startApi({ OBLIGATION_DUE_MS: String(oldDefault * 2000) });
     const fresh = await policy(renewed);
     expect(fresh.headers.get('etag')).toBe(etag);
-    expect(fresh.body.obligation_due_seconds.default).toBe(old.body.obligation_due_seconds.default * 2);
+    expect(fresh.body.effective.obligation_due_seconds.default).toBe(oldDefault * 2);
 
     for (const ifNoneMatch of [etag, '*']) {
       const revalidated = await policy(renewed, { 'if-none-match': ifNoneMatch, 'cache-control': 'max-age=0' });
-      expect([ifNoneMatch, revalidated.status, revalidated.body?.obligation_due_seconds?.default]).toEqual([
+      expect([ifNoneMatch, revalidated.status, revalidated.body?.effective?.obligation_due_seconds?.default]).toEqual([
         ifNoneMatch,
         200,
-        old.body.obligation_due_seconds.default * 2,
+        oldDefault * 2,
       ]);
       expect(revalidated.headers.get('cache-control')).toBe('no-store, no-transform');
     }

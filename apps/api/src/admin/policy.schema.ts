@@ -80,7 +80,22 @@ export const PolicyView = z
   .object({
     obligation_owner: z.string(),
     escalation_target: z.string(),
-    obligation_due_seconds: z.record(z.string(), z.number()).describe('per hold reason; `default` for the others'),
+    obligation_due_seconds: z
+      .record(z.string(), z.number())
+      .nullable()
+      .describe(
+        'the due times the tenant set, per hold reason and `default` for the others; null: none set. The platform’s ' +
+          'default is not shown here (see `effective`): sent back in a PUT, it would become the tenant’s own',
+      ),
+    effective: z
+      .object({
+        obligation_due_seconds: z
+          .record(z.string(), z.number())
+          .describe(
+            'the due times in force: the tenant’s, and `default` from the platform’s configuration (OBLIGATION_DUE_MS) where it set none',
+          ),
+      })
+      .describe('read-only: what applies where the tenant set nothing; not taken by PUT'),
     approval_rules: z.array(
       z.object({
         connector: z.string(),

@@ -114,14 +114,21 @@ export class PolicyService {
     return { view: this.view(settings), version };
   }
 
-  /** What is in force: the tenant's values, and the defaults where it set none. */
+  /**
+   * The tenant's values, and what is in force. The due times are the tenant's own (null: none set); the configured
+   * default (OBLIGATION_DUE_MS) is shown only under `effective`, so a GET sent back as a PUT does not make today's
+   * default the tenant's own for ever.
+   */
   private view(settings: TenantSettings): PolicyViewOf {
     return {
       obligation_owner: settings.obligationOwner ?? DEFAULT_OBLIGATION_OWNER,
       escalation_target: settings.escalationTarget ?? DEFAULT_ESCALATION_TARGET,
-      obligation_due_seconds: {
-        default: Math.ceil(this.config.OBLIGATION_DUE_MS / 1000),
-        ...settings.obligationDueSeconds,
+      obligation_due_seconds: settings.obligationDueSeconds ?? null,
+      effective: {
+        obligation_due_seconds: {
+          default: Math.ceil(this.config.OBLIGATION_DUE_MS / 1000),
+          ...settings.obligationDueSeconds,
+        },
       },
       approval_rules: tenantApprovalRules(settings, this.connectors.approvalAmountDeclarations()),
       updated_at: settings.policyUpdatedAt ?? null,

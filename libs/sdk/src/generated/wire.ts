@@ -1222,9 +1222,16 @@ export interface components {
     Policy: {
       obligation_owner: string;
       escalation_target: string;
-      /** @description per hold reason; `default` for the others */
+      /** @description the due times the tenant set, per hold reason and `default` for the others; null: none set. The platform’s default is not shown here (see `effective`): sent back in a PUT, it would become the tenant’s own */
       obligation_due_seconds: {
         [key: string]: number;
+      } | null;
+      /** @description read-only: what applies where the tenant set nothing; not taken by PUT */
+      effective: {
+        /** @description the due times in force: the tenant’s, and `default` from the platform’s configuration (OBLIGATION_DUE_MS) where it set none */
+        obligation_due_seconds: {
+          [key: string]: number;
+        };
       };
       approval_rules: {
         connector: string;
