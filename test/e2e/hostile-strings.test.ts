@@ -546,8 +546,17 @@ describe('hostile strings', () => {
       ['POST', '/v1/admin/webhooks/{id}/deliveries/msg_nosuchdelivery/redeliver', DEMO.admin],
       ['POST', '/v1/admin/webhooks/{endpoint}/deliveries/{id}/redeliver', DEMO.admin],
     ];
-    // As sent in the path: a NUL percent-encoded, a lone surrogate's UTF-8 bytes, 10,000 characters, path escapes.
-    const HOSTILE_IDS = ['exe%00x', '%00', '%ED%A0%80', 'x'.repeat(10_000), '%2F..%2F', '..%2F..%2Fv1%2Fexecutions'];
+    // As sent in the path: a NUL percent-encoded, a lone surrogate's UTF-8 bytes, 10,000 characters, path escapes, the
+    // name of every object's prototype.
+    const HOSTILE_IDS = [
+      'exe%00x',
+      '%00',
+      '%ED%A0%80',
+      'x'.repeat(10_000),
+      '%2F..%2F',
+      '..%2F..%2Fv1%2Fexecutions',
+      '__proto__',
+    ];
     const CONDITIONS: Record<string, string>[] = [{ 'if-none-match': '*' }, { 'if-match': '"x"' }];
     const isProblem4xx = (status: number, contentType: string | null | undefined) =>
       status >= 400 && status < 500 && /^application\/problem\+json/.test(contentType ?? '');
@@ -581,6 +590,62 @@ describe('hostile strings', () => {
         expect({ tables: await counts(), deliveries: await deliveries() }).toEqual(before);
       },
     );
+
+    // A DELETE that finds no endpoint of the id waits for the tenant's sends to that id still marked in flight (another
+    // delete of it may have committed first), then answers 404: that path, with the ids no endpoint can have. One id
+    // has a send of the tenant's marked in flight (the wait is taken), and an expired mark of another tenant's that
+    // this tenant's delete must leave alone.
+    it('a second DELETE /v1/admin/webhooks/{id} (404 once the sends in flight ended): a 4xx problem for every hostile id, and writes nothing', async () => {
+      const mark = (id: string, endpointId: string, tenantId: string, untilMs: number) =>
+        stack.db.dataSource.query(
+          `INSERT INTO webhook_sends_in_flight (id, endpoint_id, tenant_id, until)
+             VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4 / 1000.0))`,
+          [id, endpointId, tenantId, untilMs],
+        );
+      const live = unique('mark-live');
+      const others = unique('mark-other');
+      await mark(live, '__proto__', 'demo', 300);
+      await mark(others, '__proto__', 'demo-other', -60_000);
+      try {
+        // A real endpoint deleted once: its second DELETE is the same 404.
+        const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/admin/webhooks', {
+          key: DEMO.admin,
+          body: { url: 'http://allowed.example/deleted-twice', events: ['operation.settled'] },
+        });
+        expect(created.status).toBe(201);
+        const path = (id: string) => `/v1/admin/webhooks/${id}`;
+        expect((await http(stack.apiUrl, 'DELETE', path(created.body.id), { key: DEMO.admin })).status).toBe(204);
+        const before = { tables: await counts(), deliveries: await deliveries() };
+        const wrong: unknown[] = [];
+        for (const id of [created.body.id, ...HOSTILE_IDS]) {
+          const res = await http<Problem>(stack.apiUrl, 'DELETE', path(id), { key: DEMO.admin });
+          const type = res.headers.get('content-type');
+          if (!isProblem4xx(res.status, type) || res.body.status !== res.status) {
+            wrong.push([id.slice(0, 40), res.status, type, res.text.slice(0, 200)]);
+          }
+        }
+        const raw = await rawExchange(
+          stack.apiUrl,
+          `DELETE ${path('whk\u0000x')} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${DEMO.admin}\r\n` +
+            'content-length: 0\r\n\r\n',
+        );
+        if (!isProblem4xx(raw.status, raw.headers['content-type'])) {
+          wrong.push(['raw NUL', raw.status, raw.headers['content-type'], raw.body.slice(0, 200)]);
+        }
+        expect(wrong).toEqual([]);
+        expect({ tables: await counts(), deliveries: await deliveries() }).toEqual(before);
+        // The wait was taken for "__proto__": its delete cleared the tenant's mark once it had expired.
+        expect(await stack.db.dataSource.query(`SELECT id FROM webhook_sends_in_flight WHERE id = $1`, [live])).toEqual(
+          [],
+        );
+        // The other tenant's mark is still there: a delete reads and clears only its own tenant's.
+        expect(
+          await stack.db.dataSource.query(`SELECT tenant_id FROM webhook_sends_in_flight WHERE id = $1`, [others]),
+        ).toEqual([{ tenant_id: 'demo-other' }]);
+      } finally {
+        await stack.db.dataSource.query(`DELETE FROM webhook_sends_in_flight WHERE id = ANY($1)`, [[live, others]]);
+      }
+    });
   });
 
   it('answers a HEAD of a stream and ends it: held open, it kept one of the key’s streams', async () => {
