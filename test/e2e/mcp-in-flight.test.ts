@@ -102,3 +102,69 @@ describe('MCP: requests in flight per key', () => {
     expect((await listConnectors(3)).status).toBe(200);
   }, 60_000);
 });
+
+/**
+ * A wait follows the execution's stream, and a key may hold MAX_STREAMS_PER_KEY streams: a key's waits in flight in
+ * one API process are bounded by that number, not by its MCP requests (100 by default, against 20 streams), past which
+ * the waits polled, every second each, spending the key's request budget.
+ */
+describe('MCP: waits in flight per key', () => {
+  const STREAMS = 2;
+  let api = '';
+  beforeAll(async () => {
+    api = await stack.startApi({ MAX_STREAMS_PER_KEY: String(STREAMS), MAX_MCP_REQUESTS_PER_KEY: '10' });
+  }, 60_000);
+  const postTo = (body: unknown, key: string = DEMO.agent) =>
+    http(api, 'POST', '/mcp', { key, rawBody: JSON.stringify(body), headers: HEADERS });
+  const wait = (id: number, executionId: string, timeoutSeconds = 50) =>
+    toolCall(id, 'wait_for_execution', { execution_id: executionId, timeout_seconds: timeoutSeconds });
+
+  it('refuses a batch of more waits than a key may hold streams 400 (-32600, split it), and carries out none', async () => {
+    const res = await postTo(
+      Array.from({ length: STREAMS + 1 }, (_, i) => wait(i + 1, 'exe_01nosuchexecution0000000')),
+    );
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: -32600,
+        message: expect.stringContaining(`carries ${STREAMS + 1} wait_for_execution calls; at most ${STREAMS}`),
+      },
+    });
+    expect((res.body as { error: { message: string } }).error.message).toMatch(/split it/);
+  });
+
+  it('refuses a wait past the streams the key may hold 429, while its other calls are served; room comes back', async () => {
+    const created = await http<{ id: string }>(api, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([sms(unique('waits'))]),
+    });
+    expect(created.status).toBe(201);
+    // No dispatcher runs: the execution never settles, so each wait holds its place until it is cancelled.
+    const held = Array.from({ length: STREAMS }, (_, i) => postTo(wait(200 + i, created.body.id)));
+    let refused = await postTo(wait(300, created.body.id, 1));
+    for (let i = 0; refused.status !== 429 && i < 200; i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      refused = await postTo(wait(300, created.body.id, 1));
+    }
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).not.toBeNull();
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/too-many-mcp-requests',
+      detail: expect.stringContaining(`at most ${STREAMS} wait_for_execution calls of one key`),
+    });
+    // The key's other calls are still served.
+    expect((await postTo(toolCall(301, 'list_connectors', {}))).status).toBe(200);
+    for (let i = 0; i < STREAMS; i += 1) {
+      const cancelled = await postTo({
+        jsonrpc: '2.0',
+        method: 'notifications/cancelled',
+        params: { requestId: 200 + i },
+      });
+      expect(cancelled.status).toBe(202);
+    }
+    for (const answer of await Promise.all(held)) expect(answer.status).toBe(200);
+    expect((await postTo(wait(302, created.body.id, 1))).status).toBe(200);
+  }, 60_000);
+});

@@ -1,11 +1,12 @@
 import type { VerityConfig } from '@verity/platform';
 import { McpInFlight } from './mcp-in-flight';
 
-/** Per key 3, per process 7: a tenant's share is 4 (half, rounded up). */
-function inFlight(perKey = 3, perProcess = 7) {
+/** Per key 3, per process 7: a tenant's share is 4 (half, rounded up). Streams per key 20 (the default). */
+function inFlight(perKey = 3, perProcess = 7, streamsPerKey = 20) {
   return new McpInFlight({
     MAX_MCP_REQUESTS_PER_KEY: perKey,
     MAX_MCP_REQUESTS_PER_PROCESS: perProcess,
+    MAX_STREAMS_PER_KEY: streamsPerKey,
   } as VerityConfig);
 }
 
@@ -59,6 +60,25 @@ describe('McpInFlight', () => {
     expect(inFlight(3, 7).largestPost).toEqual({ bound: 'key', limit: 3 });
     // A key allowed more than its tenant's share is held to the share.
     expect(inFlight(10, 7).largestPost).toEqual({ bound: 'tenant', limit: 4 });
+  });
+
+  // A wait follows the execution's stream: a key holding more waits than it may hold streams (MAX_STREAMS_PER_KEY)
+  // polled with the rest, spending the key's request budget.
+  it("refuses a key's waits past the streams a key may hold, while its other requests are still taken", () => {
+    const places = inFlight(10, 40, 2);
+    expect(places.waitLimit).toBe(2);
+    const first = released(places.take(key('agent', 'demo'), 1, 1));
+    released(places.take(key('agent', 'demo'), 2, 1));
+    expect(places.take(key('agent', 'demo'), 1, 1)).toEqual({ taken: false, bound: 'waits', limit: 2 });
+    // All or none: a POST of a wait and another call refused for its wait takes no place for the other call either.
+    expect(places.take(key('agent', 'demo'), 2, 1)).toEqual({ taken: false, bound: 'waits', limit: 2 });
+    expect(places.take(key('agent', 'demo'), 5).taken).toBe(true);
+    // Another key's waits are its own; a wait given back (once) is room again.
+    expect(places.take(key('other', 'demo'), 1, 1).taken).toBe(true);
+    first();
+    first();
+    released(places.take(key('agent', 'demo'), 1, 1));
+    expect(places.take(key('agent', 'demo'), 1, 1)).toMatchObject({ taken: false, bound: 'waits' });
   });
 
   it('never refuses what carries no request (a cancellation), even when full', () => {

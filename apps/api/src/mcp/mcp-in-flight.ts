@@ -2,8 +2,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { TenantShare, TenantShareBound, adjustHeld, releaseOnce } from '../held-counts';
 
-/** Whose requests in flight a refused POST would have put past its bound. */
-export type McpInFlightBound = 'key' | TenantShareBound;
+/** Whose requests in flight a refused POST would have put past its bound (`waits`: the key's wait_for_execution calls). */
+export type McpInFlightBound = 'key' | 'waits' | TenantShareBound;
 
 export type McpInFlightTake =
   | { taken: true; /** Gives the places back (once). */ release: () => void }
@@ -17,10 +17,13 @@ export type McpInFlightTake =
  *   10 s, and every tenant lost the API;
  * - per tenant, half the process's bound (rounded up), all of the tenant's keys together: so that one tenant, however
  *   many keys it holds, never takes the whole process and another tenant's requests are still served.
+ * And a key's waits (wait_for_execution) at most MAX_STREAMS_PER_KEY: each follows the execution's stream, and a key
+ * holds at most that many streams; past it the waits polled, each once a second, and spent the key's request budget.
  */
 @Injectable()
 export class McpInFlight {
   private readonly held = new Map<string, number>();
+  private readonly waitsHeld = new Map<string, number>();
   private readonly share: TenantShare;
 
   constructor(@Inject(VERITY_CONFIG) private readonly config: VerityConfig) {
@@ -29,6 +32,11 @@ export class McpInFlight {
 
   get keyLimit(): number {
     return this.config.MAX_MCP_REQUESTS_PER_KEY;
+  }
+
+  /** The wait_for_execution calls one key may have in flight in this process: the streams a key may hold. */
+  get waitLimit(): number {
+    return this.config.MAX_STREAMS_PER_KEY;
   }
 
   get processLimit(): number {
@@ -53,18 +61,23 @@ export class McpInFlight {
     return bounds.reduce((smallest, next) => (next.limit < smallest.limit ? next : smallest));
   }
 
-  /** Takes `count` places for the key and its tenant, all or none. */
-  take(owner: { keyId: string; tenantId: string }, count: number): McpInFlightTake {
+  /** Takes `count` places for the key and its tenant, `waits` of them waits, all or none. */
+  take(owner: { keyId: string; tenantId: string }, count: number, waits = 0): McpInFlightTake {
     if (count > 0 && (this.held.get(owner.keyId) ?? 0) + count > this.keyLimit) {
       return { taken: false, bound: 'key', limit: this.keyLimit };
+    }
+    if (waits > 0 && (this.waitsHeld.get(owner.keyId) ?? 0) + waits > this.waitLimit) {
+      return { taken: false, bound: 'waits', limit: this.waitLimit };
     }
     const place = this.share.take(owner.tenantId, count);
     if (!place.taken) return place;
     adjustHeld(this.held, owner.keyId, count);
+    adjustHeld(this.waitsHeld, owner.keyId, waits);
     return {
       taken: true,
       release: releaseOnce(() => {
         adjustHeld(this.held, owner.keyId, -count);
+        adjustHeld(this.waitsHeld, owner.keyId, -waits);
         place.release();
       }),
     };

@@ -24,6 +24,7 @@ function setup(address: () => unknown = () => ({ address: '127.0.0.1', port: 1, 
   const inFlight = new McpInFlight({
     MAX_MCP_REQUESTS_PER_KEY: 100,
     MAX_MCP_REQUESTS_PER_PROCESS: 200,
+    MAX_STREAMS_PER_KEY: 20,
   } as VerityConfig);
   const tracked = () => (cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size;
   // The key's places in flight: given back with everything else.

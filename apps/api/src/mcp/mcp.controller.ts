@@ -218,6 +218,17 @@ export class McpController {
       );
       return;
     }
+    // Waits past the streams a key may hold, likewise: in one batch they could never all be taken.
+    const waits = messages.filter(isWait).length;
+    if (principal !== undefined && waits > this.inFlight.waitLimit) {
+      refuseInvalidRequest(
+        res,
+        `Invalid Request: the batch carries ${waits} wait_for_execution calls; at most ${this.inFlight.waitLimit} of ` +
+          'one key are taken at once in an API process (as many as the streams a key may hold), so it could never be ' +
+          `carried out: split it (nothing in the batch was carried out)`,
+      );
+      return;
+    }
     const client = new Verity({
       baseUrl: this.selfUrl(),
       // The guard let the request in, so it carries a Bearer key.
@@ -234,13 +245,13 @@ export class McpController {
     // so a cancellation is never refused): past a bound the POST is refused whole, before anything in it runs.
     // Taken after everything that may throw before the response is watched below (its 'close' gives them back): taken
     // before, a throw (the server's address gone at shutdown) kept them for good.
-    const places = principal === undefined ? undefined : this.inFlight.take(principal, requests);
+    const places = principal === undefined ? undefined : this.inFlight.take(principal, requests, waits);
     if (places !== undefined && !places.taken) {
       throw new Problem(
         429,
         'too-many-mcp-requests',
         'Too many MCP requests in flight',
-        `${IN_FLIGHT_BOUND[places.bound](places.limit)} (this POST carries ${requests}); nothing in it was carried ` +
+        `${IN_FLIGHT_BOUND[places.bound](places.limit)} (this POST carries ${places.bound === 'waits' ? `${waits} of them` : requests}); nothing in it was carried ` +
           'out: send it again once an answer has come',
         {},
         { 'retry-after': '5' },
@@ -364,6 +375,7 @@ export class McpController {
 /** Whose requests a batch too large for any moment would always outnumber. */
 const BATCH_BOUND: Record<McpInFlightBound, string> = {
   key: 'of one key',
+  waits: 'waits of one key',
   tenant: 'of one tenant (all its keys)',
   process: 'of all tenants',
 };
@@ -371,6 +383,9 @@ const BATCH_BOUND: Record<McpInFlightBound, string> = {
 /** What a 429 too-many-mcp-requests says of the bound the POST would have passed. */
 const IN_FLIGHT_BOUND: Record<McpInFlightBound, (limit: number) => string> = {
   key: (limit) => `at most ${limit} MCP requests of one key at once in each API process`,
+  waits: (limit) =>
+    `at most ${limit} wait_for_execution calls of one key at once in each API process (each follows a stream, and a ` +
+    `key holds at most ${limit} streams: MAX_STREAMS_PER_KEY)`,
   tenant: (limit) =>
     `at most ${limit} MCP requests of one tenant (all its keys) at once in each API process, half of what the ` +
     'process takes, so that other tenants are still served',
@@ -453,6 +468,12 @@ function sharedRequestId(messages: unknown[]): string | number | undefined {
 }
 
 /** Whether this is a call of a tool that changes something (a submission, a cancel). */
+/** A request (it has an id) calling wait_for_execution. */
+function isWait(message: unknown): boolean {
+  if (requestIdOf(message) === undefined || !isObject(message) || message.method !== 'tools/call') return false;
+  return isObject(message.params) && message.params.name === 'wait_for_execution';
+}
+
 function changesState(message: unknown): boolean {
   if (!isObject(message) || message.method !== 'tools/call' || !isObject(message.params)) return false;
   const name = message.params.name;

@@ -8,7 +8,7 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { Verity } from '../client';
-import { type VerityMcpOptions, createVerityMcpServer } from './server';
+import { MAX_SUBSCRIPTIONS, type VerityMcpOptions, createVerityMcpServer } from './server';
 import { closedAfterEachTest, listenLocally, waitUntil } from '../../../../test/support/local-server';
 import { UNIT_SUBMISSION } from '../../../../test/support/http';
 
@@ -274,6 +274,39 @@ describe('a subscribed execution whose stream ends while it can still change', (
       expect(updated).toEqual(['verity://executions/exe_1']);
     });
   }
+});
+
+describe('subscriptions, bounded', () => {
+  it('refuses a subscription past maxSubscriptions with a clear error; one already held, or freed, is taken', async () => {
+    // An API whose executions exist and whose streams stay open: each subscription holds one.
+    const server = createServer((req, res) => {
+      req.resume();
+      if (/^\/v1\/executions\/exe_\d+$/.test(req.url ?? '')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: req.url!.split('/').pop(), status: 'running', operations: [] }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await connectMcp(url, { subscriptions: true, maxSubscriptions: 2 });
+    const uri = (n: number) => `verity://executions/exe_${n}`;
+    await mcp.client.subscribeResource({ uri: uri(1) });
+    await mcp.client.subscribeResource({ uri: uri(2) });
+    // The same execution again is the subscription already held: nothing more to follow.
+    await mcp.client.subscribeResource({ uri: uri(1) });
+    await expect(mcp.client.subscribeResource({ uri: uri(3) })).rejects.toMatchObject({
+      code: -32600,
+      message: expect.stringContaining('at most 2 subscriptions at once'),
+    });
+    await mcp.client.unsubscribeResource({ uri: uri(2) });
+    await mcp.client.subscribeResource({ uri: uri(3) });
+  });
+
+  it('holds at most 20 by default, as many as the streams a key may hold by default', async () => {
+    expect(MAX_SUBSCRIPTIONS).toBe(20);
+  });
 });
 
 describe('the execution resources, listed page by page', () => {

@@ -55,6 +55,12 @@ export interface VerityMcpOptions {
    */
   subscriptions?: boolean;
   /**
+   * The most executions followed at once for `resources/subscribe` (default MAX_SUBSCRIPTIONS): each follows the
+   * execution's event stream, and the API holds at most MAX_STREAMS_PER_KEY (20 by default) per key. Past it a
+   * subscription is refused (-32600) until one ends (settled) or is unsubscribed.
+   */
+  maxSubscriptions?: number;
+  /**
    * Events asked for per request when a history is built (1–1000, the API's largest page; default 1000). Every page
    * is read, by the events cursor, up to `maxHistoryEvents`.
    */
@@ -91,6 +97,9 @@ export const WAIT_READ_TIMEOUT_MS = 8_000;
 export const SUBMIT_TIMEOUT_MS = 50_000;
 /** The same bound for the reads (and the cancel): the SDK's own bounds, 30 s a request and 3 attempts, outlast it. */
 export const READ_TIMEOUT_MS = 50_000;
+
+/** Subscriptions followed at once by default: the streams a key may hold by default (the API's MAX_STREAMS_PER_KEY). */
+export const MAX_SUBSCRIPTIONS = 20;
 
 export const HISTORY_PAGE_SIZE = 1000;
 export const MAX_HISTORY_EVENTS = 100_000;
@@ -500,12 +509,23 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
   });
 
   const followers = new Map<string, AbortController>();
+  const maxSubscriptions = options.maxSubscriptions ?? MAX_SUBSCRIPTIONS;
   if (options.subscriptions) {
     server.server.registerCapabilities({ resources: { subscribe: true } });
     server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
       const uri = request.params.uri;
       const id = executionIdOf(uri);
       await dx.get(id).catch(notFoundAsResourceError(uri)); // another tenant's or no such execution: refused
+      if (!followers.has(uri) && followers.size >= maxSubscriptions) {
+        // Unbounded, each one held a stream of the key: past the API's streams per key, the next ones (and every other
+        // stream of the key: an SDK's, the console's) were refused 429, and a subscription's updates stopped.
+        throw new McpError(
+          ErrorCode.InvalidRequest,
+          `at most ${maxSubscriptions} subscriptions at once (each follows a stream of the execution, and the API ` +
+            `holds a limited number per key): unsubscribe from one first (resources/unsubscribe), or re-read ${uri} ` +
+            'or call wait_for_execution instead',
+        );
+      }
       if (!followers.has(uri)) {
         const controller = new AbortController();
         followers.set(uri, controller);
