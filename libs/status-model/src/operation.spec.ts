@@ -15,6 +15,8 @@ import {
   VerificationMethod,
   allowedOperationTargets,
   canRetry,
+  DENIAL_LIMIT,
+  denialLimitReached,
   isFinalOperation,
   isSettledOperation,
   isTerminalOperation,
@@ -566,6 +568,21 @@ describe('operation statuses, terminality and retry rules', () => {
       expect(operationRetryRule({ status, failureRefuted: false, retryRefuted: false })).toBe(RetryRule.SAFE);
     }
     expect(operationRetryRule({ status: S.MANUAL_REVIEW, failureRefuted: false, retryRefuted: true })).toBe(
+      RetryRule.CONSOLE,
+    );
+  });
+
+  it('refuses a retry once its chain of retries holds DENIAL_LIMIT denials, and shows it forbidden', () => {
+    expect(DENIAL_LIMIT).toBe(3);
+    expect([0, 1, 2, 3, 4].map((denials) => denialLimitReached(denials))).toEqual([false, false, false, true, true]);
+    expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: false, denialLimitReached: true })).toBe(
+      RetryRule.FORBIDDEN,
+    );
+    expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: false, denialLimitReached: false })).toBe(
+      RetryRule.SAFE,
+    );
+    // Only where a retry would otherwise be allowed: a held operation is still the console's.
+    expect(operationRetryRule({ status: S.MANUAL_REVIEW, failureRefuted: false, denialLimitReached: true })).toBe(
       RetryRule.CONSOLE,
     );
   });

@@ -288,11 +288,26 @@ export function operationRetryRule(op: {
   failureRefuted: boolean;
   verificationContradicted?: boolean;
   retryRefuted?: boolean;
+  /** Its chain of retries (it included) holds DENIAL_LIMIT denials (`denialLimitReached`). */
+  denialLimitReached?: boolean;
 }): RetryRule {
   if (op.failureRefuted && op.status === S.FAILED) return RetryRule.FORBIDDEN;
   if (op.verificationContradicted && op.status === S.VERIFIED) return RetryRule.FORBIDDEN;
   if (op.retryRefuted && canRetry(op.status)) return RetryRule.FORBIDDEN;
+  if (op.denialLimitReached && canRetry(op.status)) return RetryRule.FORBIDDEN;
   return retryRuleOf(op.status);
+}
+
+/**
+ * How many times reviewers may deny one request (an operation and its chain of retries, `retry_of` followed back) before
+ * a retry of it is refused (409 denial-limit-reached, rule `denial_limit`): a denied operation's retry asks the same
+ * thing again, and deny → retry → ask again must not go on until a tired reviewer approves what colleagues denied.
+ */
+export const DENIAL_LIMIT = 3;
+
+/** A retry of an operation whose chain of retries (it included) holds `denials` denials is refused (`DENIAL_LIMIT`). */
+export function denialLimitReached(denials: number): boolean {
+  return denials >= DENIAL_LIMIT;
 }
 
 /** I5: a retry (a new operation with `retry_of`) is allowed only where the rule says it is safe. */
