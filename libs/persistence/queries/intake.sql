@@ -102,6 +102,21 @@ WITH RECURSIVE down AS (
 -- retryOf
 SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;
 
+-- retryChains
+WITH RECURSIVE chain AS (
+       SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason, r.approval
+       FROM operations r WHERE r.tenant_id = $1 AND r.id = ANY($2::text[])
+       UNION ALL
+       SELECT c.root, c.depth + 1, o.id, o.retry_of, o.execution_id, o.status, o.terminal_reason, o.approval
+       FROM chain c JOIN operations o ON o.id = c.retry_of AND o.tenant_id = $1
+       WHERE c.depth < $3)
+     SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason,
+            c.approval->>'state' = 'denied' AS denied, c.approval->>'decided_by' AS decided_by,
+            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason, k.label AS decided_by_label,
+            count(*) FILTER (WHERE c.approval->>'state' = 'denied') OVER (PARTITION BY c.root) AS denials
+     FROM chain c LEFT JOIN api_keys k ON k.id = c.approval->>'decided_by' AND k.tenant_id = $1
+     ORDER BY c.root, c.depth;
+
 -- unsettledResendOf
 SELECT o.id, o.execution_id, o.key, o.status FROM operations o
      WHERE o.tenant_id = $1 AND o.connector = $2 AND o.resend_ref = $3 AND o.resend_ref IS NOT NULL AND o.id <> $4

@@ -237,6 +237,22 @@ export const INTAKE_SQL = {
        SELECT o.id, o.execution_id, o.status FROM operations o JOIN down d ON o.retry_of = d.id AND o.tenant_id = $2)
      SELECT DISTINCT execution_id FROM down WHERE status = '${OperationStatus.PREPARED}' ORDER BY execution_id`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
+  // Each operation $2 (depth 0) and the earlier attempts of its chain of retries (`retry_of`, followed back, depth 1, 2,
+  // …), at most $3 links back, with who denied each one denied (the key on its approval, with its label) and how many
+  // of them all (the operation included) were denied. One probe of the primary key per link.
+  retryChains: `WITH RECURSIVE chain AS (
+       SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason, r.approval
+       FROM operations r WHERE r.tenant_id = $1 AND r.id = ANY($2::text[])
+       UNION ALL
+       SELECT c.root, c.depth + 1, o.id, o.retry_of, o.execution_id, o.status, o.terminal_reason, o.approval
+       FROM chain c JOIN operations o ON o.id = c.retry_of AND o.tenant_id = $1
+       WHERE c.depth < $3)
+     SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason,
+            c.approval->>'state' = 'denied' AS denied, c.approval->>'decided_by' AS decided_by,
+            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason, k.label AS decided_by_label,
+            count(*) FILTER (WHERE c.approval->>'state' = 'denied') OVER (PARTITION BY c.root) AS denials
+     FROM chain c LEFT JOIN api_keys k ON k.id = c.approval->>'decided_by' AND k.tenant_id = $1
+     ORDER BY c.root, c.depth`,
   // Another of the tenant's operations on the connector naming the resend_ref that was sent and is not settled
   // (blocksResend): the one a send of operation $4 would re-send (the send guard's reference_unsettled).
   unsettledResendOf: `SELECT o.id, o.execution_id, o.key, o.status FROM operations o
@@ -454,6 +470,72 @@ export function retriesRefuted(
     tenantId,
     ops.filter((op) => op.retryOf !== null && canRetry(op.status)).map((op) => op.id),
   );
+}
+
+/** How many earlier attempts an operation's chain of retries is walked back for (`retryChainsOf`). */
+export const RETRY_CHAIN_DEPTH = 100;
+/** How many of them an operation shows (`earlier_attempts`), nearest first. */
+export const EARLIER_ATTEMPTS_SHOWN = 10;
+
+/** An earlier attempt of an operation's request: one up its chain of retries, and how it ended. */
+export interface EarlierAttempt {
+  operationId: string;
+  executionId: string;
+  status: OperationStatus;
+  terminalReason: TerminalReason | null;
+  /** Where a reviewer denied its approval: the key that did, its label, when, and the reason given. */
+  denial: { by: string | null; byLabel: string | null; at: string | null; reason: string | null } | null;
+}
+
+/** An operation's chain of retries: its earlier attempts shown (nearest first) and the denials of the whole walk. */
+export interface RetryChain {
+  earlier: EarlierAttempt[];
+  /** Denials in the chain, the operation's own included, over the last RETRY_CHAIN_DEPTH links. */
+  denials: number;
+}
+
+/**
+ * Of `ops`, those that are retries or were denied: their chains of retries (`RetryChain`), walked back at most
+ * RETRY_CHAIN_DEPTH links, the last EARLIER_ATTEMPTS_SHOWN shown. Others are absent (no earlier attempt, no denial). One
+ * statement for a page; none where no operation of `ops` is a retry or denied.
+ */
+export async function retryChainsOf(
+  db: Queryable,
+  tenantId: string,
+  ops: readonly { id: string; retryOf: string | null; approval: Approval | null }[],
+): Promise<Map<string, RetryChain>> {
+  const asked = ops.filter((op) => op.retryOf !== null || op.approval?.state === 'denied').map((op) => op.id);
+  const chains = new Map<string, RetryChain>();
+  if (asked.length === 0) return chains;
+  const found = await rows<{
+    root: string;
+    depth: number;
+    id: string;
+    execution_id: string;
+    status: OperationStatus;
+    terminal_reason: TerminalReason | null;
+    denied: boolean | null;
+    decided_by: string | null;
+    decided_at: string | null;
+    reason: string | null;
+    decided_by_label: string | null;
+    denials: string | number;
+  }>(db, INTAKE_SQL.retryChains, [tenantId, asked, RETRY_CHAIN_DEPTH]);
+  for (const row of found) {
+    const chain = chains.get(row.root) ?? { earlier: [], denials: Number(row.denials) };
+    chains.set(row.root, chain);
+    if (row.depth === 0 || row.depth > EARLIER_ATTEMPTS_SHOWN) continue;
+    chain.earlier.push({
+      operationId: row.id,
+      executionId: row.execution_id,
+      status: row.status,
+      terminalReason: row.terminal_reason,
+      denial: row.denied
+        ? { by: row.decided_by, byLabel: row.decided_by_label, at: row.decided_at, reason: row.reason }
+        : null,
+    });
+  }
+  return chains;
 }
 
 /**

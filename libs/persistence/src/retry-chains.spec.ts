@@ -1,0 +1,70 @@
+import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
+import { useTestDatabase } from '../../../test/support/test-database';
+import { EARLIER_ATTEMPTS_SHOWN, RETRY_CHAIN_DEPTH, retryChainsOf } from './store';
+
+/**
+ * The earlier attempts of a retry (its chain of retries, `retry_of` followed back) with who denied each, and the denials
+ * of the chain (the retry intake's denial limit), read by one statement: nearest first, the last EARLIER_ATTEMPTS_SHOWN
+ * shown, at most RETRY_CHAIN_DEPTH links walked, and only the tenant's own operations.
+ */
+describe('retryChainsOf (real Postgres)', () => {
+  const db = useTestDatabase('retrychains', ['acme', 'other']);
+
+  /** A chain of `length` operations of `tenant`, each the retry of the one before; `denied` ones denied by key_r. */
+  async function chain(tenant: string, length: number, denied: (i: number) => boolean): Promise<string[]> {
+    const ids: string[] = [];
+    for (let i = 0; i < length; i++) {
+      const op = chargeOperation();
+      await insertTestExecution(db.dataSource.manager, tenant, { operations: [op] });
+      await db.dataSource.query(
+        `UPDATE operations SET status = 'CANCELLED', terminal_reason = $3, retry_of = $2, approval = $4 WHERE id = $1`,
+        [
+          op.id,
+          ids.at(-1) ?? null,
+          denied(i) ? 'DENIED' : null,
+          denied(i)
+            ? { state: 'denied', decided_by: 'key_r', decided_at: '2026-12-07T10:00:00.000Z', reason: `no ${i}` }
+            : null,
+        ],
+      );
+      ids.push(op.id);
+    }
+    return ids;
+  }
+
+  const ops = (ids: string[]) =>
+    db.dataSource.query(`SELECT id, retry_of AS "retryOf", approval FROM operations WHERE id = ANY($1)`, [
+      ids,
+    ]) as Promise<{ id: string; retryOf: string | null; approval: null }[]>;
+
+  it('shows the nearest earlier attempts first, each denial with who, when and why, and counts every denial', async () => {
+    const ids = await chain('acme', 13, (i) => i === 0 || i === 6 || i === 12);
+    const last = ids[12];
+    const found = (await retryChainsOf(db.dataSource.manager, 'acme', await ops([last]))).get(last)!;
+    expect(found.denials).toBe(3);
+    expect(found.earlier.map((a) => a.operationId)).toEqual(ids.slice(12 - EARLIER_ATTEMPTS_SHOWN, 12).reverse());
+    expect(found.earlier[5]).toEqual({
+      operationId: ids[6],
+      executionId: expect.stringMatching(/^exe_/),
+      status: 'CANCELLED',
+      terminalReason: 'DENIED',
+      denial: { by: 'key_r', byLabel: null, at: '2026-12-07T10:00:00.000Z', reason: 'no 6' },
+    });
+    expect(found.earlier[0].denial).toBeNull();
+  });
+
+  it('walks no more than RETRY_CHAIN_DEPTH links back', async () => {
+    const ids = await chain('acme', RETRY_CHAIN_DEPTH + 2, (i) => i === 0);
+    const last = ids.at(-1)!;
+    expect((await retryChainsOf(db.dataSource.manager, 'acme', await ops([last]))).get(last)!.denials).toBe(0);
+    const second = ids.at(-2)!;
+    expect((await retryChainsOf(db.dataSource.manager, 'acme', await ops([second]))).get(second)!.denials).toBe(1);
+  });
+
+  it('reads only the tenant’s own operations, and nothing for an operation that is no retry and was not denied', async () => {
+    const ids = await chain('other', 2, () => true);
+    expect(await retryChainsOf(db.dataSource.manager, 'acme', await ops([ids[1]]))).toEqual(new Map());
+    const [plain] = await chain('acme', 1, () => false);
+    expect(await retryChainsOf(db.dataSource.manager, 'acme', await ops([plain]))).toEqual(new Map());
+  });
+});
