@@ -75,6 +75,7 @@ const OPERATION_KEYS: Record<keyof Operation, true> = {
   approval: true,
   recovery_obligation: true,
   retry_of: true,
+  earlier_attempts: true,
   sent_at: true,
   acknowledged_at: true,
   rejected_at: true,

@@ -56,6 +56,7 @@ const OPERATION_DEFAULTS = {
   approval: null,
   recovery_obligation: null,
   retry_of: null,
+  earlier_attempts: [],
   created_at: CREATED_AT,
 };
 
@@ -401,6 +402,15 @@ export const PROBLEMS = {
       retried_by: { operation_id: 'op_01m8pvj2x4dq0c8w7k3n6y9b5t', execution_id: 'exe_01m8pvj2x4a1p7r2s9d3f6g8hk' },
     },
     summary: 'A retry of this operation exists',
+  },
+  'denial-limit-reached': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail:
+      'the request of operation op_01m8pvhh2eyfvxnkaq1cqt2qvy was denied 3 times (itself and its earlier attempts): ' +
+      'a retry would ask reviewers for it again',
+    extras: { retry: 'forbidden', current_status: 'CANCELLED', rule: 'denial_limit', denials: 3, limit: 3 },
+    summary: 'Reviewers denied this request as many times as a chain of retries may be denied',
   },
   'reference-unsettled': {
     status: 409,

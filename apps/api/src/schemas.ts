@@ -187,6 +187,21 @@ const LateRejection = z.strictObject({
   refusal: z.string().optional(),
 });
 
+/** An earlier attempt of an operation's request (one up its chain of retries) and how it ended. */
+const EarlierAttempt = z.strictObject({
+  operation_id: z.string().startsWith('op_'),
+  execution_id: z.string().startsWith('exe_'),
+  status: OperationStatusSchema,
+  terminal_reason: TerminalReason.nullable(),
+  denied_by: z
+    .string()
+    .nullable()
+    .meta({ description: 'Where a reviewer denied its approval: the id of the key that did; otherwise null.' }),
+  denied_by_label: z.string().nullable().meta({ description: 'That key’s label, where it has one.' }),
+  denied_at: DateTime.nullable(),
+  reason: z.string().nullable().meta({ description: 'The reason the reviewer gave for the denial, if any.' }),
+});
+
 const Operation = z.strictObject({
   id: z.string().startsWith('op_'),
   execution_id: z.string().startsWith('exe_'),
@@ -211,6 +226,11 @@ const Operation = z.strictObject({
   approval: Approval.nullable(),
   recovery_obligation: RecoveryObligation.nullable(),
   retry_of: z.string().startsWith('op_').nullable(),
+  earlier_attempts: z.array(EarlierAttempt).meta({
+    description:
+      'For a retry: the earlier attempts of the same request (its chain of retries, `retry_of` followed back), nearest ' +
+      'first, at most 10, with how each ended and, for a denied one, who denied it, when and why. Empty otherwise.',
+  }),
   sent_at: DateTime.nullable(),
   acknowledged_at: DateTime.nullable(),
   /**

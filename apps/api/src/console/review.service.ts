@@ -75,7 +75,7 @@ export class ReviewService {
       const page = found.operations;
       const byId = new Map(found.executions.map((e) => [e.id, e]));
       // The page's operations are not all of their executions': those a release depends on are read where needed.
-      const { changes, judged, databaseNow, refuted } = await this.holds.presentationInputs(
+      const { changes, judged, databaseNow, refuted, chains } = await this.holds.presentationInputs(
         principal.tenantId,
         page,
         { executions: found.executions },
@@ -90,6 +90,7 @@ export class ReviewService {
               judged.get(op.id)?.options,
               pastDeadlineAt(byId.get(op.executionId)?.deadlineAt, databaseNow),
               refuted.has(op.id),
+              chains.get(op.id),
             ),
           ),
           execution: maskSecrets(this.summary(byId.get(op.executionId))),

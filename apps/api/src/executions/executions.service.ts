@@ -392,13 +392,13 @@ export class ExecutionsService {
       const execution = await findExecution(db, id, principal.tenantId);
       if (!execution) throw Problem.notFound('Execution', id);
       const operations = await findOperations(db, id, principal.tenantId);
-      const { changes, judged, databaseNow, refuted } = await this.holds.presentationInputs(
+      const { changes, judged, databaseNow, refuted, chains } = await this.holds.presentationInputs(
         principal.tenantId,
         operations,
         { executions: [execution], operations },
         db,
       );
-      return presentExecution(execution, operations, changes, judged, databaseNow, refuted);
+      return presentExecution(execution, operations, changes, judged, databaseNow, refuted, chains);
     });
   }
 
@@ -418,14 +418,16 @@ export class ExecutionsService {
       );
       const byExecution = new Map<string, typeof operations>();
       for (const op of operations) byExecution.set(op.executionId, [...(byExecution.get(op.executionId) ?? []), op]);
-      const { changes, judged, databaseNow, refuted } = await this.holds.presentationInputs(
+      const { changes, judged, databaseNow, refuted, chains } = await this.holds.presentationInputs(
         principal.tenantId,
         operations,
         { executions: page, operations },
         db,
       );
       return {
-        data: page.map((e) => presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted)),
+        data: page.map((e) =>
+          presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted, chains),
+        ),
         next_cursor: nextCursor,
       };
     });

@@ -2,6 +2,7 @@ import {
   type EventEntity,
   type ExecutionEntity,
   type OperationEntity,
+  type RetryChain,
   contradictionsOnRecord,
   recordedResolution,
 } from '@verity/persistence';
@@ -11,6 +12,7 @@ import {
   OperationStatus,
   cancelledAsRefutedRetry,
   commitOf,
+  denialLimitReached,
   everSent,
   operationFailure,
   operationRetryRule,
@@ -60,12 +62,29 @@ export function shownRetryRule(
   op: OperationEntity,
   lastChange: LastStatusChange | null = null,
   refutedUpTheChain = false,
+  /** Denials in its chain of retries, its own included (persistence `retryChainsOf`): at the limit, no retry. */
+  denials = 0,
 ): RetryRule {
   return operationRetryRule({
     status: op.status,
     ...contradictionsOnRecord(op),
     retryRefuted: refutedUpTheChain || cancelledAsRefutedRetry(op.status, lastChange),
+    denialLimitReached: denialLimitReached(denials),
   });
+}
+
+/** The earlier attempts of an operation's request, as the wire writes them (nearest first). */
+function presentEarlierAttempts(chain: RetryChain | undefined): OperationView['earlier_attempts'] {
+  return (chain?.earlier ?? []).map((attempt) => ({
+    operation_id: attempt.operationId,
+    execution_id: attempt.executionId,
+    status: attempt.status,
+    terminal_reason: attempt.terminalReason,
+    denied_by: attempt.denial?.by ?? null,
+    denied_by_label: attempt.denial?.byLabel ?? null,
+    denied_at: attempt.denial?.at ? new Date(attempt.denial.at).toISOString() : null,
+    reason: attempt.denial?.reason ?? null,
+  }));
 }
 
 /**
@@ -104,6 +123,8 @@ export function presentOperation(
   approvalPastDeadline = false,
   /** A FAILED up its chain of retries was contradicted since (`retriesRefuted`). */
   refutedUpTheChain = false,
+  /** Its chain of retries (`retryChainsOf`): absent for an operation that is no retry and was not denied. */
+  chain: RetryChain | undefined = undefined,
 ): OperationView {
   const contradictions = contradictionsOnRecord(op);
   const refuted = contradictions.failureRefuted;
@@ -124,7 +145,7 @@ export function presentOperation(
       { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
       lastChange,
     ),
-    retry: shownRetryRule(op, lastChange, refutedUpTheChain),
+    retry: shownRetryRule(op, lastChange, refutedUpTheChain, chain?.denials),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
     evidence: op.evidence,
@@ -139,6 +160,7 @@ export function presentOperation(
       : null,
     recovery_obligation: presentObligation(op, options),
     retry_of: op.retryOf,
+    earlier_attempts: presentEarlierAttempts(chain),
     sent_at: iso(op.sentAt),
     acknowledged_at: iso(op.acknowledgedAt),
     rejected_at: iso(op.rejectedAt),
@@ -157,6 +179,8 @@ export function presentExecution(
   databaseNow?: Date,
   /** Its retries whose chain holds a FAILED contradicted since (`retriesRefuted`). */
   refuted: ReadonlySet<string> = new Set(),
+  /** The chains of retries of its operations that are retries or were denied (`retryChainsOf`). */
+  chains: ReadonlyMap<string, RetryChain> = new Map(),
 ): ExecutionView {
   const pastDeadline = pastDeadlineAt(execution.deadlineAt, databaseNow);
   const hasCriteria = execution.criteria.length > 0;
@@ -191,7 +215,14 @@ export function presentExecution(
     updated_at: isoAt(execution.updatedAt),
     trace_id: traceIdOf(execution.traceParent),
     operations: operations.map((op) =>
-      presentOperation(op, changes.get(op.id) ?? null, options.get(op.id)?.options, pastDeadline, refuted.has(op.id)),
+      presentOperation(
+        op,
+        changes.get(op.id) ?? null,
+        options.get(op.id)?.options,
+        pastDeadline,
+        refuted.has(op.id),
+        chains.get(op.id),
+      ),
     ),
   };
 }

@@ -186,7 +186,14 @@ export class OperationsController {
       schema: 'RetryResult',
       headers: { Location: { description: 'the new operation’s URL', required: true, schema: { type: 'string' } } },
     },
-    problems: ['validation-error', 'retry-not-allowed', 'already-retried', 'effect-exists', 'reference-unsettled'],
+    problems: [
+      'validation-error',
+      'retry-not-allowed',
+      'already-retried',
+      'denial-limit-reached',
+      'effect-exists',
+      'reference-unsettled',
+    ],
   })
   @ActsOn(async (db, principal, { id }) => (await findOperation(db.manager, id, principal.tenantId)) !== null)
   async retry(

@@ -40,6 +40,7 @@ import {
   traceParentsOf,
   transaction,
   retriesRefuted,
+  retryChainsOf,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
 import {
@@ -65,11 +66,13 @@ import {
   resolutionRefusedBy,
   retryRuleOf,
   operationRetryRule,
-  type RetryRule,
+  RetryRule,
   retryRefusedByLaterRead,
   retryRefusedByAcknowledgement,
   readShowsTheEffect,
   DENIAL,
+  DENIAL_LIMIT,
+  denialLimitReached,
   everSent,
   needsApproval,
   releaseGrantsApproval,
@@ -176,6 +179,7 @@ export class OperationsService {
             options,
             await this.approvalPastDeadline(principal, op, db),
             (await retriesRefuted(db, principal.tenantId, [op])).has(op.id),
+            (await retryChainsOf(db, principal.tenantId, [op])).get(op.id),
           ),
           permitted_resolutions: offeredResolutions(options),
           resolution_options: options,
@@ -1182,6 +1186,10 @@ export class OperationsService {
             },
           );
         }
+        // Reviewers denied this request as many times as one may be (its chain of retries, it included): a retry would
+        // ask them again for what they refused. The chain is settled (each link ended), so this read stays true.
+        const chain = (await retryChainsOf(tx, principal.tenantId, [op])).get(op.id);
+        if (denialLimitReached(chain?.denials ?? 0)) throw denialLimitProblem(op, locked.status, chain!.denials);
         // A retry is a new operation submitted now: params the connector's rules refuse today (accepted before the
         // rule) and an amount the tenant's cap cannot count (not a positive number of its places, or another currency)
         // are refused as intake refuses them, not written to be sent as they were or cancelled at dispatch (after
@@ -1250,11 +1258,13 @@ export class OperationsService {
     // showed a move the retry did not make (SENT in a 201 that says what was written).
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     const created = await findOperation(this.db.manager, operationId, principal.tenantId);
+    // The earlier attempts it follows (the one retried, and that one's own chain), as every read of it shows them.
+    const chains = await retryChainsOf(this.db.manager, principal.tenantId, [created!]);
     await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId });
     return {
       // A new PREPARED operation: it has made no move yet.
-      operation: presentOperation(created!, null),
-      execution: presentExecution(execution!, [created!], new Map()),
+      operation: presentOperation(created!, null, [], false, false, chains.get(operationId)),
+      execution: presentExecution(execution!, [created!], new Map(), new Map(), undefined, new Set(), chains),
     };
   }
 }
@@ -1270,6 +1280,20 @@ function alreadyRetried(op: OperationEntity, retry: { operationId: string; execu
     current_status: op.status,
     ...(retry && { retried_by: { operation_id: retry.operationId, execution_id: retry.executionId } }),
   });
+}
+
+/**
+ * 409 denial-limit-reached (rule `denial_limit`): reviewers denied the operation's request DENIAL_LIMIT times (it and
+ * its earlier attempts, `retry_of` followed back); a retry would put the same request to them again. Its earlier
+ * attempts, who denied each and why, are on the operation (`earlier_attempts`).
+ */
+function denialLimitProblem(op: OperationEntity, status: OperationStatus, denials: number): Problem {
+  return Problem.conflict(
+    'denial-limit-reached',
+    `the request of operation ${op.id} was denied ${denials} times (itself and its earlier attempts): a retry would ` +
+      'ask reviewers for it again',
+    { current_status: status, retry: RetryRule.FORBIDDEN, rule: 'denial_limit', denials, limit: DENIAL_LIMIT },
+  );
 }
 
 /**

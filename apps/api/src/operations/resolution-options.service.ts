@@ -13,6 +13,8 @@ import {
   recordedResolution,
   refutedRetries,
   retriesRefuted,
+  retryChainsOf,
+  type RetryChain,
   type StatusChangeRecord,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, callTimings } from '@verity/platform';
@@ -52,6 +54,8 @@ export interface PresentationInputs {
   databaseNow: Date | undefined;
   /** The retries whose chain holds a FAILED contradicted since (`retriesRefuted`). */
   refuted: Set<string>;
+  /** The chains of retries of the retries and the denied (`retryChainsOf`): earlier attempts, denials. */
+  chains: Map<string, RetryChain>;
 }
 
 /**
@@ -126,7 +130,8 @@ export class ResolutionOptionsService {
     const judged = await this.judge(tenantId, ops, known, db);
     const databaseNow = await databaseNowForApprovals(db, ops);
     const refuted = await retriesRefuted(db, tenantId, ops);
-    return { changes, judged, databaseNow, refuted };
+    const chains = await retryChainsOf(db, tenantId, ops);
+    return { changes, judged, databaseNow, refuted, chains };
   }
 
   /** One operation's judgement, or null when nothing is permitted on it (not held, or decided). */

@@ -40,6 +40,7 @@ export const PROBLEM_CODES = [
   'cannot-read-back',
   'retry-not-allowed',
   'already-retried',
+  'denial-limit-reached',
   'reference-unsettled',
   'illegal-transition',
   'webhook-limit',

@@ -849,6 +849,23 @@ export interface components {
       recovery_obligation: components['schemas']['RecoveryObligation'] | null;
       /** Format: starts_with */
       retry_of: string | null;
+      /** @description For a retry: the earlier attempts of the same request (its chain of retries, `retry_of` followed back), nearest first, at most 10, with how each ended and, for a denied one, who denied it, when and why. Empty otherwise. */
+      earlier_attempts: {
+        /** Format: starts_with */
+        operation_id: string;
+        /** Format: starts_with */
+        execution_id: string;
+        status: components['schemas']['OperationStatus'];
+        terminal_reason: components['schemas']['TerminalReason'] | null;
+        /** @description Where a reviewer denied its approval: the id of the key that did; otherwise null. */
+        denied_by: string | null;
+        /** @description That key’s label, where it has one. */
+        denied_by_label: string | null;
+        /** Format: date-time */
+        denied_at: string | null;
+        /** @description The reason the reviewer gave for the denial, if any. */
+        reason: string | null;
+      }[];
       /** Format: date-time */
       sent_at: string | null;
       /** Format: date-time */
@@ -1152,6 +1169,7 @@ export interface components {
         | 'https://verity.dev/problems/cannot-read-back'
         | 'https://verity.dev/problems/retry-not-allowed'
         | 'https://verity.dev/problems/already-retried'
+        | 'https://verity.dev/problems/denial-limit-reached'
         | 'https://verity.dev/problems/reference-unsettled'
         | 'https://verity.dev/problems/illegal-transition'
         | 'https://verity.dev/problems/webhook-limit'

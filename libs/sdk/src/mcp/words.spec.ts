@@ -1,5 +1,5 @@
 import { OPERATION_STATUSES, OperationStatus, RetryRule, VerificationMethod } from '@verity/status-model';
-import { RULES, connectorLimitations, operationEffect, operationHistories } from './words';
+import { RULES, connectorLimitations, earlierAttemptsLine, operationEffect, operationHistories } from './words';
 import type { ConnectorInfo } from '../types';
 import type { ExecutionEvent } from '../types';
 
@@ -147,5 +147,43 @@ describe('what list_connectors says about a connector', () => {
     expect(connectorLimitations(connector)).toContain(
       'action request: context_read only when the operation gives params.context',
     );
+  });
+});
+
+describe('what the MCP tools say about the earlier attempts of a retry', () => {
+  const attempt = {
+    operation_id: 'op_2',
+    execution_id: 'exe_2',
+    status: 'CANCELLED',
+    terminal_reason: 'DENIED',
+    denied_by: 'key_r',
+    denied_by_label: 'alice',
+    denied_at: '2026-12-07T10:00:00.000Z',
+    reason: 'wrong amount',
+  } as const;
+
+  it('names each earlier attempt nearest first, and who denied one, when and why', () => {
+    expect(
+      earlierAttemptsLine([
+        attempt,
+        { ...attempt, denied_by_label: null, reason: null, operation_id: 'op_1' },
+        {
+          ...attempt,
+          operation_id: 'op_0',
+          status: 'FAILED',
+          terminal_reason: 'CONNECTOR_REJECTED',
+          denied_by: null,
+          denied_at: null,
+        },
+      ]),
+    ).toBe(
+      'Earlier attempts of this request (nearest first): op_2 CANCELLED (DENIED): denied by key_r (alice) at ' +
+        '2026-12-07T10:00:00.000Z: "wrong amount"; op_1 CANCELLED (DENIED): denied by key_r at 2026-12-07T10:00:00.000Z, ' +
+        'no reason given; op_0 FAILED (CONNECTOR_REJECTED).',
+    );
+  });
+
+  it('says nothing for an operation that is no retry', () => {
+    expect(earlierAttemptsLine([])).toBeNull();
   });
 });

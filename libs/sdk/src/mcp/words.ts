@@ -208,7 +208,23 @@ export function describeOperation(op: OperationDetail, read?: string[]): string 
     );
   }
   if (op.failure) lines.push(`Failure: ${op.failure.code}: ${op.failure.message}`);
+  // An API from before `earlier_attempts` answers none: the stdio server may talk to one.
+  const earlier = earlierAttemptsLine(op.earlier_attempts ?? []);
+  if (earlier) lines.push(earlier);
   return lines.join('\n');
+}
+
+/** The earlier attempts of a retry's request, nearest first, with who denied each denied one, when and why; null for none. */
+export function earlierAttemptsLine(attempts: Operation['earlier_attempts']): string | null {
+  if (attempts.length === 0) return null;
+  const each = attempts.map((a) => {
+    const ended = `${a.operation_id} ${a.status}${a.terminal_reason ? ` (${a.terminal_reason})` : ''}`;
+    if (a.denied_by === null) return ended;
+    const who = `${a.denied_by}${a.denied_by_label ? ` (${a.denied_by_label})` : ''}`;
+    const why = a.reason ? `: ${JSON.stringify(a.reason)}` : ', no reason given';
+    return `${ended}: denied by ${who} at ${a.denied_at}${why}`;
+  });
+  return `Earlier attempts of this request (nearest first): ${each.join('; ')}.`;
 }
 
 function operationLine(op: Operation): string {
