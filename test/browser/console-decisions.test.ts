@@ -112,6 +112,46 @@ interface Op {
     expect(box!.y).toBeGreaterThanOrEqual(0);
     expect(box!.y + box!.height).toBeLessThanOrEqual(viewport.height);
   });
+  it('shows a reviewer asked to approve a retry who denied the same request before, when and why', async () => {
+    const original = await awaitingApproval([charge(unique('order'), { requires_approval: true })]);
+    const denied = await http<Op & { approval: { decided_by: string } }>(
+      stack.apiUrl,
+      'POST',
+      `/v1/operations/${original}/approval`,
+      { key: DEMO.reviewer, body: { decision: 'deny', reason: 'customer disputes this order' } },
+    );
+    expect(denied.status).toBe(200);
+    const retried = await http<{ operation: Op }>(stack.apiUrl, 'POST', `/v1/operations/${original}/retry`, {
+      key: DEMO.agent,
+    });
+    expect(retried.status).toBe(201);
+    const retry = retried.body.operation.id;
+    await waitFor(
+      async () => (await http<Op>(stack.apiUrl, 'GET', `/v1/operations/${retry}`, { key: DEMO.reviewer })).body,
+      (op) => op.status === 'PREPARED' && op.approval?.state === 'requested',
+      SLOW,
+    );
+    await signIn(DEMO.reviewer);
+    // The approvals queue marks the retry as denied before, with the reason.
+    const card = page.locator(`li.card[data-operation-id="${retry}"]`);
+    await card.waitFor();
+    await expect(card.textContent()).resolves.toMatch(/Denied before.*once.*customer disputes this order/);
+    // Beside its Approve button: the earlier denial, by whom and why, linked to the denied operation.
+    await page.goto(consoleUrl(`/operations/${retry}`));
+    await page.locator('#approve').waitFor();
+    const warning = page.locator('#actions #denied-before');
+    await warning.waitFor();
+    const text = await warning.textContent();
+    expect(text).toContain('denied once before');
+    expect(text).toContain(original);
+    expect(text).toContain(denied.body.approval.decided_by);
+    expect(text).toContain('customer disputes this order');
+    await expect(warning.locator(`a[href="/console/operations/${original}"]`).count()).resolves.toBe(1);
+    // And the earlier attempts, with how each ended.
+    await expect(page.locator('#earlier-attempts').textContent()).resolves.toMatch(/CANCELLED.*DENIED/);
+    await page.screenshot({ path: join(SHOTS, 'decision-denied-before.png') });
+  });
+
   it('shows a value with right-to-left letters beside the Approve button also in the order it is sent', async () => {
     // No hidden character: a Hebrew letter alone lays the groups of digits after it out right to left.
     const body = 'Pay to \u05D0 1111 2222';

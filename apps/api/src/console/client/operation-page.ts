@@ -185,6 +185,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
       op.resolution_options,
       op.recovery_obligation?.evidence_required ?? null,
       op.recovery_obligation?.resolution ?? null,
+      op.earlier_attempts,
       ctx.canDecide(),
     ]);
     if (signature !== actionSignature && !busy) {
@@ -194,6 +195,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
     fill(
       details,
       requestSection(op, reveal),
+      op.earlier_attempts.length > 0 ? earlierAttemptsSection(op) : null,
       evidenceSection(op),
       op.recovery_obligation ? obligationSection(op) : null,
       op.approval ? approvalSection(op) : null,
@@ -277,6 +279,7 @@ function operationView(id: string, main: HTMLElement, ctx: AppContext): () => vo
           'The agent asked for approval before this operation is sent. ',
           op.irreversible ? h('strong', {}, 'It cannot be undone once sent.') : null,
         ),
+        deniedBefore(op),
         decisionSubject(op, 'What an approval sends'),
         h(
           'form',
@@ -467,6 +470,74 @@ function decisionSubject(op: OperationDetail, title: string): HTMLElement {
         sentCode(typeof value === 'string' ? value : JSON.stringify(value)),
       ]),
     ]),
+  );
+}
+
+type EarlierAttempt = OperationDetail['earlier_attempts'][number];
+
+/** Who denied an earlier attempt, when and why, in words. */
+function denialText(attempt: EarlierAttempt): Child[] {
+  return [
+    'denied by key ',
+    code(attempt.denied_by ?? '—'),
+    attempt.denied_by_label ? [' (', written(attempt.denied_by_label), ')'] : null,
+    ' ',
+    time(attempt.denied_at, { relative: true }),
+    attempt.reason ? [': “', written(attempt.reason), '”'] : ', no reason given',
+  ];
+}
+
+/**
+ * Above an approval's buttons: the same request was denied before (an earlier attempt of this retry), by whom, when and
+ * why — a reviewer asked again decides knowing what colleagues decided. Nothing when no earlier attempt was denied.
+ */
+function deniedBefore(op: OperationDetail): HTMLElement | null {
+  const denied = op.earlier_attempts.filter((attempt) => attempt.denied_by !== null);
+  if (denied.length === 0) return null;
+  return h(
+    'div',
+    { class: 'callout callout-warn', id: 'denied-before', role: 'note' },
+    h(
+      'p',
+      {},
+      `This is a retry of a request reviewers denied ${denied.length === 1 ? 'once' : `${denied.length} times`} before:`,
+    ),
+    h(
+      'ul',
+      {},
+      denied.map((attempt) =>
+        h(
+          'li',
+          {},
+          link(`/console/operations/${attempt.operation_id}`, code(attempt.operation_id)),
+          ' ',
+          denialText(attempt),
+        ),
+      ),
+    ),
+  );
+}
+
+/** The earlier attempts of this request (its chain of retries), nearest first, with how each ended. */
+function earlierAttemptsSection(op: OperationDetail): HTMLElement {
+  return section(
+    'earlier-attempts',
+    'Earlier attempts',
+    h(
+      'ol',
+      {},
+      op.earlier_attempts.map((attempt) =>
+        h(
+          'li',
+          { 'data-operation-id': attempt.operation_id },
+          link(`/console/operations/${attempt.operation_id}`, code(attempt.operation_id)),
+          ' ',
+          code(attempt.status),
+          attempt.terminal_reason ? [' (', code(attempt.terminal_reason), ')'] : null,
+          attempt.denied_by !== null ? [' — ', denialText(attempt)] : null,
+        ),
+      ),
+    ),
   );
 }
 

@@ -9,7 +9,19 @@ import {
   VerityError,
 } from '@verity/sdk';
 import { POLL_MS, Page } from './context';
-import { code, definitions, effectBadge, executionBadge, formatTime, h, relative, time, fill, written } from './dom';
+import {
+  type Child,
+  code,
+  definitions,
+  effectBadge,
+  executionBadge,
+  formatTime,
+  h,
+  relative,
+  time,
+  fill,
+  written,
+} from './dom';
 import { type Filters, filtersFromSearch } from './queue-filters';
 import { api, problemText } from './session';
 
@@ -307,6 +319,22 @@ function cardHead(item: ReviewQueueItem): HTMLElement {
   );
 }
 
+/** A retry of a request reviewers denied before: how often, and the last denial's reason (the page shows them all). */
+function deniedBeforeFact(op: ReviewQueueItem['operation']): [string, Child] | null {
+  const denied = op.earlier_attempts.filter((attempt) => attempt.denied_by !== null);
+  if (denied.length === 0) return null;
+  const last = denied[0];
+  return [
+    'Denied before',
+    h(
+      'span',
+      { class: 'tag tag-denied' },
+      denied.length === 1 ? 'once' : `${denied.length} times`,
+      last.reason ? [': “', written(last.reason), '”'] : null,
+    ),
+  ];
+}
+
 function approvalCard(item: ReviewQueueItem): HTMLElement {
   const op = item.operation;
   return h(
@@ -318,6 +346,7 @@ function approvalCard(item: ReviewQueueItem): HTMLElement {
       ['Agent', item.execution ? code(item.execution.agent_id) : '—'],
       ['Requested', time(op.approval?.requested_at ?? op.created_at, { relative: true })],
       ['Irreversible', op.irreversible ? 'yes' : 'no'],
+      deniedBeforeFact(op),
     ]),
   );
 }
