@@ -197,7 +197,6 @@ const EarlierAttempt = z.strictObject({
     .string()
     .nullable()
     .meta({ description: 'Where a reviewer denied its approval: the id of the key that did; otherwise null.' }),
-  denied_by_label: z.string().nullable().meta({ description: 'That key’s label, where it has one.' }),
   denied_at: DateTime.nullable(),
   reason: z.string().nullable().meta({ description: 'The reason the reviewer gave for the denial, if any.' }),
 });

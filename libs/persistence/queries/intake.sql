@@ -112,9 +112,9 @@ WITH RECURSIVE chain AS (
        WHERE c.depth < $3)
      SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason,
             c.approval->>'state' = 'denied' AS denied, c.approval->>'decided_by' AS decided_by,
-            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason, k.label AS decided_by_label,
+            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason,
             count(*) FILTER (WHERE c.approval->>'state' = 'denied') OVER (PARTITION BY c.root) AS denials
-     FROM chain c LEFT JOIN api_keys k ON k.id = c.approval->>'decided_by' AND k.tenant_id = $1
+     FROM chain c
      ORDER BY c.root, c.depth;
 
 -- unsettledResendOf

@@ -48,7 +48,7 @@ describe('retryChainsOf (real Postgres)', () => {
       executionId: expect.stringMatching(/^exe_/),
       status: 'CANCELLED',
       terminalReason: 'DENIED',
-      denial: { by: 'key_r', byLabel: null, at: '2026-12-07T10:00:00.000Z', reason: 'no 6' },
+      denial: { by: 'key_r', at: '2026-12-07T10:00:00.000Z', reason: 'no 6' },
     });
     expect(found.earlier[0].denial).toBeNull();
   });

@@ -238,7 +238,7 @@ export const INTAKE_SQL = {
      SELECT DISTINCT execution_id FROM down WHERE status = '${OperationStatus.PREPARED}' ORDER BY execution_id`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
   // Each operation $2 (depth 0) and the earlier attempts of its chain of retries (`retry_of`, followed back, depth 1, 2,
-  // …), at most $3 links back, with who denied each one denied (the key on its approval, with its label) and how many
+  // …), at most $3 links back, with who denied each one denied (the key on its approval) and how many
   // of them all (the operation included) were denied. One probe of the primary key per link.
   retryChains: `WITH RECURSIVE chain AS (
        SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason, r.approval
@@ -249,9 +249,9 @@ export const INTAKE_SQL = {
        WHERE c.depth < $3)
      SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason,
             c.approval->>'state' = 'denied' AS denied, c.approval->>'decided_by' AS decided_by,
-            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason, k.label AS decided_by_label,
+            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason,
             count(*) FILTER (WHERE c.approval->>'state' = 'denied') OVER (PARTITION BY c.root) AS denials
-     FROM chain c LEFT JOIN api_keys k ON k.id = c.approval->>'decided_by' AND k.tenant_id = $1
+     FROM chain c
      ORDER BY c.root, c.depth`,
   // Another of the tenant's operations on the connector naming the resend_ref that was sent and is not settled
   // (blocksResend): the one a send of operation $4 would re-send (the send guard's reference_unsettled).
@@ -483,8 +483,8 @@ export interface EarlierAttempt {
   executionId: string;
   status: OperationStatus;
   terminalReason: TerminalReason | null;
-  /** Where a reviewer denied its approval: the key that did, its label, when, and the reason given. */
-  denial: { by: string | null; byLabel: string | null; at: string | null; reason: string | null } | null;
+  /** Where a reviewer denied its approval: the key that did (as its approval records it), when, and the reason given. */
+  denial: { by: string | null; at: string | null; reason: string | null } | null;
 }
 
 /** An operation's chain of retries: its earlier attempts shown (nearest first) and the denials of the whole walk. */
@@ -518,7 +518,6 @@ export async function retryChainsOf(
     decided_by: string | null;
     decided_at: string | null;
     reason: string | null;
-    decided_by_label: string | null;
     denials: string | number;
   }>(db, INTAKE_SQL.retryChains, [tenantId, asked, RETRY_CHAIN_DEPTH]);
   for (const row of found) {
@@ -530,9 +529,7 @@ export async function retryChainsOf(
       executionId: row.execution_id,
       status: row.status,
       terminalReason: row.terminal_reason,
-      denial: row.denied
-        ? { by: row.decided_by, byLabel: row.decided_by_label, at: row.decided_at, reason: row.reason }
-        : null,
+      denial: row.denied ? { by: row.decided_by, at: row.decided_at, reason: row.reason } : null,
     });
   }
   return chains;

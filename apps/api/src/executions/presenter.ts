@@ -81,7 +81,6 @@ function presentEarlierAttempts(chain: RetryChain | undefined): OperationView['e
     status: attempt.status,
     terminal_reason: attempt.terminalReason,
     denied_by: attempt.denial?.by ?? null,
-    denied_by_label: attempt.denial?.byLabel ?? null,
     denied_at: attempt.denial?.at ? new Date(attempt.denial.at).toISOString() : null,
     reason: attempt.denial?.reason ?? null,
   }));

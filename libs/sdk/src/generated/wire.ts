@@ -859,8 +859,6 @@ export interface components {
         terminal_reason: components['schemas']['TerminalReason'] | null;
         /** @description Where a reviewer denied its approval: the id of the key that did; otherwise null. */
         denied_by: string | null;
-        /** @description That key’s label, where it has one. */
-        denied_by_label: string | null;
         /** Format: date-time */
         denied_at: string | null;
         /** @description The reason the reviewer gave for the denial, if any. */

@@ -157,7 +157,6 @@ describe('what the MCP tools say about the earlier attempts of a retry', () => {
     status: 'CANCELLED',
     terminal_reason: 'DENIED',
     denied_by: 'key_r',
-    denied_by_label: 'alice',
     denied_at: '2026-12-07T10:00:00.000Z',
     reason: 'wrong amount',
   } as const;
@@ -166,7 +165,7 @@ describe('what the MCP tools say about the earlier attempts of a retry', () => {
     expect(
       earlierAttemptsLine([
         attempt,
-        { ...attempt, denied_by_label: null, reason: null, operation_id: 'op_1' },
+        { ...attempt, reason: null, operation_id: 'op_1' },
         {
           ...attempt,
           operation_id: 'op_0',
@@ -177,7 +176,7 @@ describe('what the MCP tools say about the earlier attempts of a retry', () => {
         },
       ]),
     ).toBe(
-      'Earlier attempts of this request (nearest first): op_2 CANCELLED (DENIED): denied by key_r (alice) at ' +
+      'Earlier attempts of this request (nearest first): op_2 CANCELLED (DENIED): denied by key_r at ' +
         '2026-12-07T10:00:00.000Z: "wrong amount"; op_1 CANCELLED (DENIED): denied by key_r at 2026-12-07T10:00:00.000Z, ' +
         'no reason given; op_0 FAILED (CONNECTOR_REJECTED).',
     );

@@ -220,9 +220,8 @@ export function earlierAttemptsLine(attempts: Operation['earlier_attempts']): st
   const each = attempts.map((a) => {
     const ended = `${a.operation_id} ${a.status}${a.terminal_reason ? ` (${a.terminal_reason})` : ''}`;
     if (a.denied_by === null) return ended;
-    const who = `${a.denied_by}${a.denied_by_label ? ` (${a.denied_by_label})` : ''}`;
     const why = a.reason ? `: ${JSON.stringify(a.reason)}` : ', no reason given';
-    return `${ended}: denied by ${who} at ${a.denied_at}${why}`;
+    return `${ended}: denied by ${a.denied_by} at ${a.denied_at}${why}`;
   });
   return `Earlier attempts of this request (nearest first): ${each.join('; ')}.`;
 }

@@ -480,7 +480,6 @@ function denialText(attempt: EarlierAttempt): Child[] {
   return [
     'denied by key ',
     code(attempt.denied_by ?? '—'),
-    attempt.denied_by_label ? [' (', written(attempt.denied_by_label), ')'] : null,
     ' ',
     time(attempt.denied_at, { relative: true }),
     attempt.reason ? [': “', written(attempt.reason), '”'] : ', no reason given',
