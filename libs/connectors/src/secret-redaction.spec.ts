@@ -2,7 +2,58 @@ import { OperationStatus } from '@verity/status-model';
 import type { Connector, ConnectorEnvironment, ConnectorOperation } from './connector';
 import { errorCause, readBackThrew } from './connector';
 import { ConnectorRegistry } from './registry';
-import { redactingSecrets, secretRedactor } from './secret-redaction';
+import { answerRedactor, redactingSecrets, secretRedactor } from './secret-redaction';
+
+describe('answerRedactor', () => {
+  const answer = {
+    id: 'exe_1',
+    status: 'MANUAL_REVIEW',
+    params: { amount: 12345678, currency: 'EUR', reference: 'order-12345678', flag: true, none: null },
+    list: ['{"a":1}', 'true', 'null'],
+    at: new Date('2026-01-01T00:00:00Z'),
+  };
+
+  it("rewrites string values only: member names, numbers, booleans and null are the answer's shape", () => {
+    const redact = answerRedactor({ digits: '12345678', member: 'currency', word: 'MANUAL_REVIEW' });
+    const redacted = redact(answer);
+    expect(redacted).toEqual({
+      ...answer,
+      status: '{{secret:word}}',
+      params: { ...answer.params, reference: 'order-{{secret:digits}}' },
+    });
+    // The same members, each of the same type, the answer's own object untouched.
+    expect(Object.keys(redacted.params)).toEqual(Object.keys(answer.params));
+    expect(redacted.at).toBe(answer.at);
+    expect(answer.params.reference).toBe('order-12345678');
+  });
+
+  it('keeps the answer valid JSON of the same shape whatever the secret: JSON words, punctuation, quotes', () => {
+    const values = ['true', 'null', '{', ':', '","', '"a":1}', '\\', '}]'];
+    const redact = answerRedactor(Object.fromEntries(values.map((value, i) => [`s${i}`, value])));
+    const text = JSON.stringify(redact(answer));
+    const parsed = JSON.parse(text) as typeof answer & { at: string };
+    const shape = (value: unknown): unknown =>
+      Array.isArray(value)
+        ? value.map(shape)
+        : value !== null && typeof value === 'object'
+          ? Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shape(v)]))
+          : typeof value;
+    expect(shape(parsed)).toEqual(shape(JSON.parse(JSON.stringify(answer))));
+    expect(parsed.list[1]).toBe('{{secret:s0}}');
+    expect(parsed.params.flag).toBe(true);
+  });
+
+  it('walks an instance of a class as JSON writes it (its own members), and gives the value itself when nothing is secret', () => {
+    class View {
+      constructor(readonly url: string) {}
+    }
+    expect(answerRedactor({ tok: 'value-x-123' })(new View('https://h/value-x-123'))).toEqual({
+      url: 'https://h/{{secret:tok}}',
+    });
+    expect(answerRedactor({})(answer)).toBe(answer);
+    expect(answerRedactor(undefined)(answer)).toBe(answer);
+  });
+});
 
 describe('secretRedactor', () => {
   const redact = secretRedactor({ token: 's3cr3t-Token', long: 's3cr3t-Token-and-more', odd: 'a b/c"d' });

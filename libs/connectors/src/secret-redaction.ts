@@ -76,36 +76,8 @@ const identity: Redact = (value) => value;
  * another is replaced whole, and a placeholder just written is never matched again.
  */
 export function secretRedactor(secrets: Readonly<Record<string, string>> | undefined): Redact {
-  const byText = new Map<string, string>();
-  for (const [name, value] of Object.entries(secrets ?? {})) {
-    if (typeof value !== 'string' || value.length === 0) continue;
-    for (const spelling of spellings(value)) {
-      const known = byText.get(spelling);
-      // Two secrets with the same value: the longer name never matters, but the choice must not depend on order.
-      if (known === undefined || name < known) byText.set(spelling, name);
-    }
-  }
-  if (byText.size === 0) return identity;
-  const texts = [...byText.keys()].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
-  const pattern = new RegExp(texts.map(escapeRegExp).join('|'), 'g');
-  // The values as a percent-decoded text holds them (and without leading and trailing spaces, as a header sent them).
-  const decodedValues = new Map<string, string>();
-  for (const [name, value] of Object.entries(secrets ?? {})) {
-    if (typeof value !== 'string' || value.length === 0) continue;
-    for (const text of new Set([value, value.replace(/^[ \t]+|[ \t]+$/g, '')])) {
-      const known = decodedValues.get(text);
-      if (text && (known === undefined || name < known)) decodedValues.set(text, name);
-    }
-  }
-  const redactText = (text: string): string => {
-    const found: Span[] = [];
-    pattern.lastIndex = 0;
-    for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
-      found.push({ start: match.index, end: match.index + match[0].length, name: byText.get(match[0])! });
-    }
-    if (/%[0-7][0-9a-f]|\+/i.test(text)) found.push(...percentEncodedSpans(text, decodedValues));
-    return found.length === 0 ? text : replaceSpans(text, found);
-  };
+  const redactText = textRedactor(secrets);
+  if (redactText === null) return identity;
   const redactValue = (value: unknown): unknown => {
     if (typeof value === 'string') return redactText(value);
     if (typeof value === 'number' || typeof value === 'bigint') {
@@ -121,6 +93,72 @@ export function secretRedactor(secrets: Readonly<Record<string, string>> | undef
     return value;
   };
   return <T>(value: T) => redactValue(value) as T;
+}
+
+/**
+ * Like `secretRedactor`, for an answer read from what is stored (a value written in plain before the tenant made it a
+ * secret): only string values are rewritten, never member names or numbers, which are the answer's shape. Whatever the
+ * secret's value (`true`, `":"`, a member name), the answer stays the same JSON with the same members, each of the same
+ * type; a string that held a value holds its placeholder instead. `value` itself is left as it is.
+ */
+export function answerRedactor(secrets: Readonly<Record<string, string>> | undefined): Redact {
+  const redactText = textRedactor(secrets);
+  if (redactText === null) return identity;
+  const redactValue = (value: unknown): unknown => {
+    if (typeof value === 'string') return redactText(value);
+    if (Array.isArray(value)) return value.map(redactValue);
+    if (writtenAsMembers(value)) {
+      return Object.fromEntries(Object.entries(value).map(([key, item]) => [key, redactValue(item)]));
+    }
+    return value;
+  };
+  return <T>(value: T) => redactValue(value) as T;
+}
+
+/**
+ * An object JSON writes as its own members: a plain one, or an instance of a class (an entity an answer holds) — not a
+ * Date (written as its time), binary data or a stream (sent as bytes), nor anything else with its own `toJSON`.
+ */
+function writtenAsMembers(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  if (isPlainObject(value)) return true;
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) return false;
+  const object = value as { toJSON?: unknown; pipe?: unknown; getStream?: unknown };
+  return typeof object.toJSON !== 'function' && typeof object.pipe !== 'function' && object.getStream === undefined;
+}
+
+/** The text with every secret value of `secrets` in any spelling replaced by its placeholder; null: nothing to find. */
+function textRedactor(secrets: Readonly<Record<string, string>> | undefined): ((text: string) => string) | null {
+  const byText = new Map<string, string>();
+  for (const [name, value] of Object.entries(secrets ?? {})) {
+    if (typeof value !== 'string' || value.length === 0) continue;
+    for (const spelling of spellings(value)) {
+      const known = byText.get(spelling);
+      // Two secrets with the same value: the longer name never matters, but the choice must not depend on order.
+      if (known === undefined || name < known) byText.set(spelling, name);
+    }
+  }
+  if (byText.size === 0) return null;
+  const texts = [...byText.keys()].sort((a, b) => b.length - a.length || (a < b ? -1 : 1));
+  const pattern = new RegExp(texts.map(escapeRegExp).join('|'), 'g');
+  // The values as a percent-decoded text holds them (and without leading and trailing spaces, as a header sent them).
+  const decodedValues = new Map<string, string>();
+  for (const [name, value] of Object.entries(secrets ?? {})) {
+    if (typeof value !== 'string' || value.length === 0) continue;
+    for (const text of new Set([value, value.replace(/^[ \t]+|[ \t]+$/g, '')])) {
+      const known = decodedValues.get(text);
+      if (text && (known === undefined || name < known)) decodedValues.set(text, name);
+    }
+  }
+  return (text: string): string => {
+    const found: Span[] = [];
+    pattern.lastIndex = 0;
+    for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
+      found.push({ start: match.index, end: match.index + match[0].length, name: byText.get(match[0])! });
+    }
+    if (/%[0-7][0-9a-f]|\+/i.test(text)) found.push(...percentEncodedSpans(text, decodedValues));
+    return found.length === 0 ? text : replaceSpans(text, found);
+  };
 }
 
 interface Span {

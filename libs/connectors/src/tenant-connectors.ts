@@ -11,6 +11,7 @@ import { DataSource } from 'typeorm';
 import type { AllowedHost, Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
 import { PlatformService, effectiveAllowHosts, platformServices } from './egress';
 import { ConnectorRegistry } from './registry';
+import { type Redact, answerRedactor } from './secret-redaction';
 
 /** What every connector call needs from the app's configuration. */
 export type ConnectorCallConfig = Pick<
@@ -92,6 +93,21 @@ export class TenantConnectors {
       for (const [name, value] of Object.entries(secrets ?? {})) all[`${connector}:${name}`] = value;
     }
     return all;
+  }
+
+  /**
+   * What an answer of this tenant goes through before it leaves (answerRedactor): every secret value it holds now,
+   * read once for the answer, replaced by `{{secret:NAME}}` in the answer's strings. A value stored in plain before it
+   * was made a secret (an intake that had no secret to look for, a URL written then) is never returned after.
+   */
+  async answerRedactorOf(tenantId: string): Promise<Redact> {
+    const secrets: Record<string, string> = {};
+    for (const [key, value] of Object.entries(await this.secretsOfTenant(tenantId))) {
+      // Named as a placeholder names it; two connectors' secrets of one name both kept (the second as `connector:NAME`).
+      const name = key.slice(key.indexOf(':') + 1);
+      secrets[name in secrets ? key : name] = value;
+    }
+    return answerRedactor(secrets);
   }
 
   /** The tenant's settings for the operation's connector, read now. */
