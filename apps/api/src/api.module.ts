@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD, DiscoveryModule } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
 import { ConnectorsModule } from '@verity/connectors';
 import { PersistenceModule } from '@verity/persistence';
 import { DataSource } from 'typeorm';
@@ -34,6 +34,7 @@ import { RefuseUnreadQuery } from './http/no-query';
 import { RouteMethods } from './http/route-methods';
 import { EventNotifier } from './stream/event-notifier.service';
 import { StreamService } from './stream/stream.service';
+import { RedactSecretValues } from './http/redact-answers';
 
 @Module({})
 export class ApiModule {
@@ -85,6 +86,8 @@ export class ApiModule {
         { provide: APP_GUARD, useClass: RefuseUnreadQuery },
         { provide: APP_GUARD, useClass: RefuseUnreadBody },
         { provide: APP_GUARD, useClass: RefuseUnmatchableIfMatch },
+        // An interceptor: it maps what each handler answers (a guard runs before there is an answer).
+        { provide: APP_INTERCEPTOR, useClass: RedactSecretValues },
         { provide: APP_FILTER, useClass: ProblemFilter },
       ],
     };

@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { isIP } from 'node:net';
 import { BeforeApplicationShutdown, Inject, Injectable, OnApplicationBootstrap } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { TenantConnectors, checkTarget, httpExchange, lookupFor, platformRefusalOf } from '@verity/connectors';
+import { Redact, TenantConnectors, checkTarget, httpExchange, lookupFor, platformRefusalOf } from '@verity/connectors';
 import {
   AttemptOutcome,
   DeliveryToSend,
   ENDPOINT_DISABLED_SKIP,
   OwedDelivery,
+  SecretUnreadableError,
   SecretsCipher,
   clearWebhookSend,
   loadDeliveryToSend,
@@ -270,6 +271,18 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
     // An IP literal is connected to without a lookup (lookupFor never runs): the platform's services are judged here.
     const reserved = isIP(target.host) ? await platformRefusalOf(target) : null;
     if (reserved) return { outcome: { ok: false, status: null, error: reserved }, retryable: false };
+    // The body is the tenant's events as stored: a value written in plain before the tenant made it a secret (a
+    // reason, params) is sent as its placeholder, as the API answers it. Read before the send is marked in flight.
+    let redact: Redact;
+    try {
+      redact = await this.connectors.answerRedactorOf(delivery.tenantId);
+    } catch (error) {
+      if (!(error instanceof SecretUnreadableError)) throw error;
+      // Not sent unredacted; a failed attempt (retried — another reconciler may hold the key), not a job that throws
+      // before anything is recorded, as a signing secret that does not open is.
+      const reason = 'the tenant’s connector secrets do not open with this SECRETS_KEY, so the body cannot be redacted';
+      return { outcome: { ok: false, status: null, error: reason }, retryable: true };
+    }
     // Read again after the checks, right before signing: an endpoint deleted since the delivery was read (the
     // allowlist read above can wait on a busy database) is sent nothing once its delete has answered — its secret is
     // gone; nor one disabled meanwhile (the disable skipped the delivery, and an enable since must not send it), nor a
@@ -288,7 +301,7 @@ export class WebhooksService implements OnApplicationBootstrap, BeforeApplicatio
         round,
       );
       if (skipped !== null) return { skipped };
-      const body = delivery.body;
+      const body = redact(delivery.body);
       const sentAt = new Date();
       // httpExchange sends JSON.stringify(body): the signature is over exactly those bytes.
       const signature = new Webhook(secret).sign(delivery.id, sentAt, JSON.stringify(body));

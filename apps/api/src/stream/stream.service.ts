@@ -18,6 +18,7 @@ import { ApiKeyService } from '../auth/api-key.service';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
+import { TenantConnectors } from '@verity/connectors';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { TenantShare } from '../held-counts';
@@ -56,6 +57,7 @@ export class StreamService {
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(PRODUCER_REDIS) redis: Redis,
     @Inject(LOGGER) private readonly logger: Logger,
+    private readonly connectors: TenantConnectors,
   ) {
     // A lease outlives three missed heartbeats, so only a dead process' streams expire.
     this.cap = new StreamCap(redis, config.QUEUE_PREFIX, config.MAX_STREAMS_PER_KEY, config.SSE_HEARTBEAT_MS * 3);
@@ -193,11 +195,14 @@ export class StreamService {
           pending = true;
         };
         const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
+        // The tenant's secret values of now, read once for a page that has events: a value written in plain before it
+        // was made a secret (a reason, params) is sent as its placeholder, as every other answer does (RedactSecretValues).
+        const redact = events.length > 0 ? await this.connectors.answerRedactorOf(principal.tenantId) : undefined;
         let keptUp = true;
         for (const event of events) {
           // Ended under this page (closeAll at shutdown): the rest is for the client's next connection.
           if (!canWrite(res)) break;
-          const view = presentEvent(event);
+          const view = redact!(presentEvent(event));
           const taken = writeEvent(res, view);
           cursor = view.seq;
           // A client that does not take what it was sent is not sent more: wait for it, or let it go (drained).
