@@ -96,7 +96,7 @@ describe('admin settings edited by two admins at once (If-Match)', () => {
     const path = '/v1/admin/connector-settings/http';
     const start = await call('PUT', path, DEMO.admin, {
       allow_hosts: [{ host: 'api.example.com' }],
-      secrets: { TOKEN: 'abc' },
+      secrets: { TOKEN: 'abc-token-0' },
     });
     expect(start.status).toBe(200);
     const read = await call<{ allow_hosts: { host: string }[] }>('GET', path, DEMO.admin);
@@ -140,7 +140,7 @@ describe('admin settings edited by two admins at once (If-Match)', () => {
 
   it('connector settings: a secret rotated by one admin moves the version; a second rotation of what was read is 412', async () => {
     const path = '/v1/admin/connector-settings/http';
-    expect((await call('PUT', path, DEMO.admin, { secrets: { ROTATED: 'sk_old' } })).status).toBe(200);
+    expect((await call('PUT', path, DEMO.admin, { secrets: { ROTATED: 'sk_old_value' } })).status).toBe(200);
     const read = await call('GET', path, DEMO.admin);
     const version = etag(read)!;
     const recorded = await changes('connector_settings');

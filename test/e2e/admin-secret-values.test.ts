@@ -48,6 +48,27 @@ describe("an admin's text that holds a secret's value is refused, and nothing is
     expect(list.text.includes('hook-Token')).toBe(false);
   });
 
+  it('a secret value shorter than 8 characters: 400 naming the field and the minimum, nothing written', async () => {
+    const path = '/v1/admin/connector-settings/http';
+    const before = await http(stack.apiUrl, 'GET', path, { key: DEMO.admin });
+    const changes = await count('admin_changes');
+    for (const value of ['x', 'true', '{', 'abcdefg']) {
+      const put = await http<Refusal & { errors: { message: string }[] }>(stack.apiUrl, 'PUT', path, {
+        key: DEMO.admin,
+        body: { allow_hosts: [{ host: 'other.example.com' }], secrets: { short_token: value } },
+      });
+      expect(put.status).toBe(400);
+      expect(put.headers.get('content-type')).toContain('application/problem+json');
+      expect(put.body.errors).toEqual([
+        { field: 'secrets.short_token', rule: 'too_small', message: expect.stringMatching(/^at least 8 characters/) },
+      ]);
+    }
+    const after = await http(stack.apiUrl, 'GET', path, { key: DEMO.admin });
+    expect(after.text).toBe(before.text);
+    expect(after.headers.get('etag')).toBe(before.headers.get('etag'));
+    expect(await count('admin_changes')).toBe(changes);
+  });
+
   it('an obligation owner or escalation target holding a secret value: 400 secret_value, the policy unchanged', async () => {
     const before = await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin });
     const changes = await count('admin_changes');

@@ -1,4 +1,4 @@
-import { ConnectorSettingsInputSchema, SpendingCapSchema, capAmount } from './tenant-settings';
+import { ConnectorSettingsInputSchema, SECRET_VALUE_MIN_LENGTH, SpendingCapSchema, capAmount } from './tenant-settings';
 import { issueRules } from '../../../test/support/zod-issues';
 
 const issues = (input: unknown) => issueRules(SpendingCapSchema, input);
@@ -137,7 +137,7 @@ describe('the allowlist entries of one connector', () => {
 
 describe('a secret value', () => {
   it('has no leading or trailing space: a header value loses them, so the value sent would not be the one set', () => {
-    for (const value of [' tok', 'tok ', ' ', '  tok  ']) {
+    for (const value of [' tok-0123', 'tok-0123 ', ' '.repeat(8), '  tok-0123  ']) {
       const parsed = ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } });
       expect({ value, success: parsed.success }).toEqual({ value, success: false });
       expect(parsed.error?.issues).toEqual([
@@ -147,13 +147,28 @@ describe('a secret value', () => {
         }),
       ]);
     }
-    for (const value of ['tok', 'Bearer tok', 'a  b', 'x']) {
+    for (const value of ['tok-0123', 'Bearer tok-0123', 'a  b-0123', 'x1234567']) {
       expect(ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } }).success).toBe(true);
     }
   });
 
+  it(`has at least ${SECRET_VALUE_MIN_LENGTH} characters: a shorter one would be found in most texts and answers`, () => {
+    expect(SECRET_VALUE_MIN_LENGTH).toBe(8);
+    for (const value of ['', 'x', 'true', 'null', '{', ':', 'EUR', 'abcdefg']) {
+      const parsed = ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } });
+      expect({ value, success: parsed.success }).toEqual({ value, success: false });
+      expect(parsed.error?.issues).toEqual([
+        expect.objectContaining({ path: ['secrets', 'key'], code: 'too_small', minimum: 8 }),
+      ]);
+      expect(parsed.error?.issues[0].message).toMatch(/^at least 8 characters/);
+    }
+    expect(ConnectorSettingsInputSchema.safeParse({ secrets: { key: 'abcdefgh' } }).success).toBe(true);
+    // Deleting a secret stored before the minimum needs no value.
+    expect(ConnectorSettingsInputSchema.safeParse({ secrets: { key: null } }).success).toBe(true);
+  });
+
   it('is printable ASCII: a Latin-1 byte echoed by a target that reads it as UTF-8 comes back as another spelling', () => {
-    for (const value of ['tok\u00e9n', '\u00ff', 'caf\u00e9-key', 'tok\u0080']) {
+    for (const value of ['tok\u00e9n-0123', '\u00ff'.repeat(8), 'caf\u00e9-key', 'tok\u0080-0123']) {
       const parsed = ConnectorSettingsInputSchema.safeParse({ secrets: { key: value } });
       expect({ value, success: parsed.success }).toEqual({ value, success: false });
       expect(parsed.error?.issues).toEqual([

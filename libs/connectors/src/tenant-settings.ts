@@ -26,17 +26,30 @@ export const SECRET_NAME = /^(?!\.{1,2}$)[A-Za-z0-9_.-]{1,64}$/;
 const BOUND_SECRET = new RegExp(`^(?:\\${ANY_SECRET}|${SECRET_NAME_CHARACTERS.source.slice(1, -1)})$`);
 
 /**
+ * The fewest characters of a secret's value. Every text stored is refused, and every answer has each occurrence of a
+ * secret's value replaced by its placeholder: a value of a character or a word ("a", "true", "{", "EUR") would refuse
+ * most submissions and rewrite most answers. A token is longer.
+ */
+export const SECRET_VALUE_MIN_LENGTH = 8;
+
+/**
  * A secret goes in header values, which lose leading and trailing spaces on the way: the target would get (and could
  * echo back) a value other than the one set, which the redaction of that value would not find.
  */
 const SecretValue = z
   .string()
-  .min(1)
+  .min(
+    SECRET_VALUE_MIN_LENGTH,
+    `at least ${SECRET_VALUE_MIN_LENGTH} characters: every text stored is looked through for a secret's value, and every answer has it replaced by its placeholder`,
+  )
   .max(4096)
   // ASCII only: a target that reads a header's Latin-1 bytes as UTF-8 (most do) and echoes them would answer another
   // spelling of the value (U+FFFD for each such byte), which the redaction of the value would not find.
   .regex(/^[\x20-\x7e]*$/, 'printable ASCII characters only (secrets are sent in header values)')
-  .regex(/^(?! ).*(?<! )$/s, 'no leading or trailing spaces (an HTTP header value loses them on the way)');
+  .regex(/^(?! ).*(?<! )$/s, 'no leading or trailing spaces (an HTTP header value loses them on the way)')
+  .describe(
+    `a secret's value (write-only): ${SECRET_VALUE_MIN_LENGTH} to 4096 printable ASCII characters, no leading or trailing space; null deletes the secret`,
+  );
 
 /** `*.example.com`, `api.example.com`, `10.0.0.5`, `::1` or `[::1]`, normalised the way URLs are. */
 export function normalizeAllowedHost(input: string): { host: string } | { error: string } {
