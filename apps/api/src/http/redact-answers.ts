@@ -1,8 +1,9 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
 import { TenantConnectors } from '@verity/connectors';
 import type { Request } from 'express';
-import { Observable, mergeMap } from 'rxjs';
+import { Observable, catchError, mergeMap } from 'rxjs';
 import type { AnyPrincipal } from '../auth/principal';
+import { Problem } from '../problem/problem';
 
 /**
  * Secret values are never returned: every answer a handler gives a tenant's key is sent with the tenant's secret values
@@ -10,9 +11,10 @@ import type { AnyPrincipal } from '../auth/principal';
  * secrets per answer). Intake refuses text that holds a secret's value, but text written before the tenant made that
  * value a secret (an operation's params, an intent, a reason in an event, a webhook URL, the policy's texts) is stored
  * as it was written, and is read back through here: the execution and operation reads, event pages, the console's and
- * the MCP tools' reads (which call these routes), the admin reads. Only string values are rewritten, never member
- * names or numbers: an answer keeps its shape whatever a secret's value is. The event stream, which writes its own
- * answer, redacts each page the same way (StreamService).
+ * the MCP tools' reads (which call these routes), the admin reads — and the problems they answer, whose members can
+ * show what is on file (a rejection, a read-back's evidence). Only string values are rewritten, never member names or
+ * numbers: an answer keeps its shape whatever a secret's value is. The event stream, which writes its own answer,
+ * redacts each page the same way (StreamService).
  */
 @Injectable()
 export class RedactSecretValues implements NestInterceptor {
@@ -28,6 +30,35 @@ export class RedactSecretValues implements NestInterceptor {
         if (answer === undefined || answer === null) return answer;
         return (await this.connectors.answerRedactorOf(tenantId))(answer);
       }),
+      catchError(async (error: unknown) => {
+        throw await this.redactedProblem(tenantId, error);
+      }),
     );
+  }
+
+  /** `error`, a problem with its detail and members redacted; any other error is mapped to one later, as it is. */
+  private async redactedProblem(tenantId: string, error: unknown): Promise<unknown> {
+    if (!(error instanceof Problem)) return error;
+    let redact;
+    try {
+      redact = await this.connectors.answerRedactorOf(tenantId);
+    } catch (readError) {
+      // An outage's answer (5xx) names nothing on file: it is given. Any other is not given unredacted: the read's
+      // failure is answered instead (503 when the database is away).
+      return error.status >= 500 ? error : readError;
+    }
+    const detail = redact(error.detail);
+    const extras = redact(error.extras);
+    if (detail === error.detail && JSON.stringify(extras) === JSON.stringify(error.extras)) return error;
+    // A copy with everything else kept (its class, status, headers, cause, stack).
+    const copy = Object.create(
+      Object.getPrototypeOf(error) as object,
+      Object.getOwnPropertyDescriptors(error),
+    ) as Problem;
+    return Object.defineProperties(copy, {
+      detail: { value: detail },
+      extras: { value: extras },
+      message: { value: redact(error.message) },
+    });
   }
 }
