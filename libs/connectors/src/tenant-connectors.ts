@@ -5,6 +5,7 @@ import {
   ConnectorSettingsRecord,
   SecretsCipher,
   loadConnectorSettings,
+  loadTenantSecrets,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
 import { DataSource } from 'typeorm';
@@ -102,10 +103,10 @@ export class TenantConnectors {
    */
   async answerRedactorOf(tenantId: string): Promise<Redact> {
     const secrets: Record<string, string> = {};
-    for (const [key, value] of Object.entries(await this.secretsOfTenant(tenantId))) {
+    const { connectors, cipher } = this.secretsAccess();
+    for (const { connector, name, value } of await loadTenantSecrets(this.db.manager, tenantId, connectors, cipher)) {
       // Named as a placeholder names it; two connectors' secrets of one name both kept (the second as `connector:NAME`).
-      const name = key.slice(key.indexOf(':') + 1);
-      secrets[name in secrets ? key : name] = value;
+      secrets[name in secrets ? `${connector}:${name}` : name] = value;
     }
     return answerRedactor(secrets);
   }

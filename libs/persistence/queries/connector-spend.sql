@@ -12,6 +12,10 @@ SELECT s.allow_hosts, s.spending_caps, s.read_back_binding,
      FROM (SELECT 1) one
      LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2;
 
+-- secretsOfTenant
+SELECT connector, name, value FROM tenant_connector_secrets
+     WHERE tenant_id = $1 AND connector = ANY($2::text[]);
+
 -- amountCaps
 SELECT connector, spending_caps FROM tenant_connector_settings
      WHERE tenant_id = $1 AND connector = ANY($2::text[]) AND spending_caps <> '[]'::jsonb;

@@ -131,6 +131,10 @@ export const CONNECTOR_SPEND_SQL = {
                                WHERE x.tenant_id = $1 AND x.connector = $2) END AS secrets
      FROM (SELECT 1) one
      LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2`,
+  // The tenant's secrets alone, for what is looked through for their values (every answer given to the tenant): the
+  // settings row is not read, nor locked against (a settings change under way does not hold an answer up).
+  secretsOfTenant: `SELECT connector, name, value FROM tenant_connector_secrets
+     WHERE tenant_id = $1 AND connector = ANY($2::text[])`,
   amountCaps: `SELECT connector, spending_caps FROM tenant_connector_settings
      WHERE tenant_id = $1 AND connector = ANY($2::text[]) AND spending_caps <> '[]'::jsonb`,
   // The amount leaves out an operation whose own request committed nothing (spentAmountStands); the count keeps every
@@ -228,6 +232,29 @@ export async function loadConnectorSettings(
     options.withSecrets !== false,
   ]);
   return connectorSettingsOfRow(row, tenantId, connector, options.withSecrets);
+}
+
+/**
+ * Every secret the tenant holds for `connectors`, opened, in one round trip: what text is looked through for their
+ * values. A secret that does not open throws SecretUnreadableError.
+ */
+export async function loadTenantSecrets(
+  db: Queryable,
+  tenantId: string,
+  connectors: readonly string[],
+  cipher: SecretsCipher,
+): Promise<{ connector: string; name: string; value: string }[]> {
+  if (connectors.length === 0) return [];
+  const found = await rows<{ connector: string; name: string; value: string }>(
+    db,
+    CONNECTOR_SPEND_SQL.secretsOfTenant,
+    [tenantId, connectors],
+  );
+  return found.map(({ connector, name, value }) => ({
+    connector,
+    name,
+    value: cipher.open(value, secretBinding(tenantId, connector, name)),
+  }));
 }
 
 /** The stored settings of one (tenant, connector) as a statement reads them; every field null when there are none. */
