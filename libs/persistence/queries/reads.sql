@@ -84,7 +84,9 @@ SELECT t.id FROM operations t
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) THEN ' retry_refuted' ELSE '' END
        || CASE WHEN coalesce(t.approval, 'null'::jsonb) = 'null'::jsonb AND NOT t.requires_approval
           AND (t.status = 'PREPARED'
-               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id FOR SHARE), '') ELSE '' END) = ANY($4::text[])) FOR SHARE;
+               OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id FOR SHARE), '') ELSE '' END) = ANY($4::text[]))
+       AND (NOT $5::boolean
+            OR (t.status IN ('MANUAL_REVIEW') AND t.obligation->'resolution' IS NULL)) FOR SHARE;
 
 -- operationVersionsBeforeInvestigations
 SELECT g.i AS investigation,

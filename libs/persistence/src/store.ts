@@ -2,6 +2,7 @@ import {
   ExecutionStatus,
   LastStatusChange,
   OperationStatus,
+  RECHECK_OWED_STATUSES,
   RESEND_BLOCKING_STATUSES,
   ReadBackKind,
   TerminalReason,
@@ -617,11 +618,15 @@ export const READ_SQL = {
   operationWithVersionById: `SELECT {columns:Operation t}, ${operationVersionOf('t')} AS version
      FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
   // Share-locked while still at one of the versions $3 (any, given null) and at none of $4 (until the transaction
-  // ends): no change of it commits meanwhile.
+  // ends): no change of it commits meanwhile. With $5, only while it is still held for a reviewer (a status a re-check
+  // is owed in) and no resolution is recorded on it: judged on the row as locked, so a decision committed after the
+  // caller read the hold, or while this waited for the row, is seen.
   lockOperationAtVersion: `SELECT t.id FROM operations t
      WHERE t.id = $1 AND t.tenant_id = $2
        AND ($3::text[] IS NULL OR ${operationVersionOf('t', undefined, 'locked')} = ANY($3::text[]))
-       AND ($4::text[] IS NULL OR NOT ${operationVersionOf('t', undefined, 'locked')} = ANY($4::text[])) FOR SHARE`,
+       AND ($4::text[] IS NULL OR NOT ${operationVersionOf('t', undefined, 'locked')} = ANY($4::text[]))
+       AND (NOT $5::boolean
+            OR (t.status IN (${sqlLiterals(RECHECK_OWED_STATUSES)}) AND t.obligation->'resolution' IS NULL)) FOR SHARE`,
   // The version the operation had just before each "still unknown" recorded on its hold (`investigation`: its index),
   // other things being as they are now: a "still unknown" changes only the obligation's due time (it keeps the one
   // before as `previous_due_at`), its investigations and what the version leaves out. Before the first one the list
@@ -932,7 +937,9 @@ export async function findOperationWithVersion(
 /**
  * Whether the operation is still at one of `versions` (If-Match; undefined: any) and at none of `notVersions`
  * (If-None-Match), share-locked if so until the transaction ends: what the transaction does next (a re-check asked for)
- * is done only for a version the request allows, and no change of the operation commits before it is done.
+ * is done only for a version the request allows, and no change of the operation commits before it is done. With
+ * `whileHeld`, also only while it is held for a reviewer with no resolution recorded (what a re-check is asked for):
+ * a read of the hold before the transaction is no guard, a decision may commit between.
  */
 export async function lockOperationAtVersion(
   tx: Queryable,
@@ -940,12 +947,14 @@ export async function lockOperationAtVersion(
   id: string,
   versions: readonly string[] | undefined,
   notVersions?: readonly string[],
+  whileHeld = false,
 ): Promise<boolean> {
   const found = await rows<{ id: string }>(tx, READ_SQL.lockOperationAtVersion, [
     id,
     tenantId,
     versions ?? null,
     notVersions ?? null,
+    whileHeld,
   ]);
   return found.length > 0;
 }

@@ -791,11 +791,10 @@ export class OperationsService {
     // nothing, and a revocation made meanwhile waits for the enqueue: none answers before a job of its key is made.
     const asked = await transaction(this.db, async (tx) => {
       if (!(await lockActiveKey(tx, principal.keyId))) throw Problem.keyRevokedMidRequest();
-      // Asked for the version the reviewer saw only, share-locked until the job is in Redis: no change commits between.
-      if (
-        (ifMatch || ifNoneMatch) &&
-        !(await lockOperationAtVersion(tx, principal.tenantId, op.id, ifMatch, ifNoneMatch))
-      ) {
+      // Asked for only while the operation is still held and undecided (and at the version the reviewer saw, with
+      // If-Match), share-locked until the job is in Redis: no change commits between. Judged on the row, not on the
+      // read above: a resolution committed since was answered 202 and its re-check recorded as asked of the hold.
+      if (!(await lockOperationAtVersion(tx, principal.tenantId, op.id, ifMatch, ifNoneMatch, true))) {
         return false;
       }
       // Who asked is recorded here, and the job only points to the record, which its re-check uses once: a job whose
