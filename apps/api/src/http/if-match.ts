@@ -155,15 +155,20 @@ export async function answerWrite<T>(
 
 /**
  * The entity tags a conditional header lists as sent (`W/` kept), `*`, or undefined without the header. A header that is
- * no list of entity tags is 400 naming it, never taken for "no precondition".
+ * no list of entity tags is 400 naming it, never taken for "no precondition". Empty elements of the list (`"a",,"b"`,
+ * a trailing comma) are ignored, as RFC 9110 §5.6.1.2 has a recipient do (they were 400); a list with no tag left is
+ * still 400.
  */
 function entityTagsOf(req: Pick<Request, 'headers'>, header: 'If-Match' | 'If-None-Match'): string[] | '*' | undefined {
   const raw = req.headers[header.toLowerCase()];
   if (raw === undefined) return undefined;
   const value = (Array.isArray(raw) ? raw.join(', ') : raw).trim();
   if (value === '*') return '*';
-  const tags = value.split(',').map((tag) => tag.trim());
-  if (!tags.every((tag) => ENTITY_TAG.test(tag))) {
+  const tags = value
+    .split(',')
+    .map((tag) => tag.trim())
+    .filter((tag) => tag !== '');
+  if (tags.length === 0 || !tags.every((tag) => ENTITY_TAG.test(tag))) {
     throw Problem.validation([
       {
         field: header,
