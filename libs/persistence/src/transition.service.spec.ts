@@ -1750,6 +1750,25 @@ describe('TransitionService (real Postgres)', () => {
     });
   });
 
+  it('re-check request: with whileHeld, locked only while held for a reviewer with no resolution recorded', async () => {
+    const { operationId } = await newExecutionWithOneOperation();
+    const lockHeld = () =>
+      lockOperationAtVersion(db.dataSource.manager, 'acme', operationId, undefined, undefined, true);
+    const set = (assignments: string) =>
+      db.dataSource.query(`UPDATE operations SET ${assignments} WHERE id = $1`, [operationId]);
+    // PREPARED: not held.
+    expect(await lockHeld()).toBe(false);
+    await set(`status = 'MANUAL_REVIEW', attempt = 1, terminal_reason = 'SOURCE_UNREACHABLE'`);
+    expect(await lockHeld()).toBe(true);
+    // A resolution recorded on the hold (a release waiting for the dispatcher stays MANUAL_REVIEW): decided.
+    await set(`obligation = '{"resolution": {"status": "SENT", "by": "key_x"}}'::jsonb`);
+    expect(await lockHeld()).toBe(false);
+    await set(`obligation = NULL, status = 'VERIFIED', terminal_reason = NULL`);
+    expect(await lockHeld()).toBe(false);
+    // Without it, as before: the version conditions alone.
+    expect(await lockOperationAtVersion(db.dataSource.manager, 'acme', operationId, undefined)).toBe(true);
+  });
+
   it('decide: of many racing decisions one is written, with its event and the move it makes, in one statement', async () => {
     const { executionId, operationId } = await newExecutionWithOneOperation();
     const decide = (i: number) =>
