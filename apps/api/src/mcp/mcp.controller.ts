@@ -292,7 +292,14 @@ export class McpController {
     if (keyId !== undefined) {
       const deliver = transport.onmessage;
       transport.onmessage = (message, extra) => {
-        if (!OWN_CANCELLATIONS.has(message)) this.carryOutCancellations(keyId, [message]);
+        if (!OWN_CANCELLATIONS.has(message)) {
+          this.carryOutCancellations(keyId, [message]);
+          // A client's cancellation stops what it may stop by the line above: the key's calls that change nothing,
+          // this POST's among them (each answered with a cancellation error). Handed on to this POST's server as well,
+          // it also stopped a submission or a cancel of the same batch — a call that is never stopped — mid-call, and
+          // that call got no answer: the POST was never answered, whatever the call had written.
+          if (cancelledRequestId(message) !== undefined) return;
+        }
         deliver?.(message, extra);
       };
     }
