@@ -19,6 +19,7 @@ import { z } from 'zod';
 import { PAGE_SIZE } from './http/parse';
 import { PROBLEMS, ProblemCode, problemBody } from './openapi-examples';
 import { VERSION_ETAG, preconditionFailed, unmatchableIfMatch } from './http/if-match';
+import { MCP_PATH } from './mcp/json-rpc-error';
 import { Problem, problemType } from './problem/problem';
 import { API_SCHEMAS, SchemaName } from './schemas';
 
@@ -400,7 +401,9 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
         addProblems(operation, 408, ['request-timeout'], instance, true);
         addProblems(operation, 413, ['payload-too-large'], instance, true);
         addProblems(operation, 415, ['unsupported-media-type'], instance, true);
-        if (path.startsWith('/v1/')) documentUnmatchableIfMatch(operation, method, instance);
+        if (path.startsWith('/v1/') || (path === MCP_PATH && method === 'post')) {
+          documentUnmatchableIfMatch(operation, method, instance);
+        }
       }
       if (authenticated) {
         addProblems(operation, 401, ['unauthorized'], instance);

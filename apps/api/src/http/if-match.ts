@@ -5,6 +5,7 @@ import type { Request, Response } from 'express';
 import type { VersionCondition } from '@verity/persistence';
 import type { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
+import { MCP_PATH } from '../mcp/json-rpc-error';
 import { Problem } from '../problem/problem';
 
 /** An entity tag (RFC 9110 §8.8.3): strong, or weak with `W/`. */
@@ -71,7 +72,10 @@ export class RefuseUnmatchableIfMatch implements CanActivate {
     const req = context.switchToHttp().getRequest<Request & { principal?: Principal }>();
     const conditional = req.headers['if-match'] !== undefined || req.headers['if-none-match'] !== undefined;
     if (!conditional || ['GET', 'HEAD', 'OPTIONS'].includes(req.method)) return true;
-    if (!/^\/v1(\/|$)/.test(req.path)) return true;
+    // A POST to /mcp too: it carries writes (a submission, a cancel) and has no ETag either (until 2026-12-07 it was
+    // not judged, and a submission sent with `If-Match: "…"` was carried out). Its other methods answer 405 whatever.
+    const mcpPost = req.path === MCP_PATH && req.method === 'POST';
+    if (!/^\/v1(\/|$)/.test(req.path) && !mcpPost) return true;
     if (Reflect.getMetadata(TAKES_IF_MATCH, context.getHandler()) === true) return true;
     if (ifMatchOf(req) !== undefined) throw unmatchableIfMatch(req.method, req.path);
     if (ifNoneMatchOf(req) !== '*') return true;

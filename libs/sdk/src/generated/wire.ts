@@ -2900,6 +2900,7 @@ export interface operations {
           'application/json': components['schemas']['JsonRpcMessage'];
         };
       };
+      412: components['responses']['Problem412'];
       /** @description The body is larger than 256 KiB */
       413: {
         headers: {
