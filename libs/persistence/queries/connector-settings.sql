@@ -17,15 +17,28 @@ INSERT INTO tenant_connector_settings (tenant_id, connector, allow_hosts, spendi
                          THEN now() ELSE tenant_connector_settings.updated_at END;
 
 -- upsertSecret
-INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by, updated_at)
-     VALUES ($1, $2, $3, $4, $5, clock_timestamp())
-     ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = clock_timestamp();
+WITH written AS (
+       INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by, updated_at)
+       VALUES ($1, $2, $3, $4, $5, clock_timestamp())
+       ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = clock_timestamp()
+       RETURNING tenant_id
+     )
+     SELECT pg_notify('verity_tenant_secrets', tenant_id) FROM written;
 
 -- deleteSecret
-DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING name;
+WITH deleted AS (
+       DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING tenant_id, name
+     )
+     SELECT name, pg_notify('verity_tenant_secrets', tenant_id) FROM deleted;
 
 -- deleteSecrets
-DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2;
+WITH deleted AS (
+       DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 RETURNING tenant_id
+     )
+     SELECT pg_notify('verity_tenant_secrets', $1) WHERE EXISTS (SELECT 1 FROM deleted);
+
+-- listenForSecretChanges
+LISTEN verity_tenant_secrets;
 
 -- deleteSettings
 DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2;

@@ -50,6 +50,12 @@ const SECRET_WRITES = `(SELECT string_agg(x.name || '@' || (extract(epoch FROM x
 /** A connector's settings version: a digest of the settings as shown (`snapshot`, as text) and of its secrets' writes. */
 const settingsVersionOf = (snapshot: string) => `md5(${snapshot} || coalesce(chr(31) || ${SECRET_WRITES}, ''))`;
 
+/**
+ * The Postgres channel a change of a tenant's secrets (set, replaced, deleted) is announced on, with the tenant's id: every
+ * API process listens, and drops the secret values it kept for that tenant (what its answers are looked through for).
+ */
+export const TENANT_SECRETS_CHANNEL = 'verity_tenant_secrets';
+
 /** A tenant admin's writes and reads of its connector settings (allowlist, caps, secret names). Tenant-scoped. */
 export const CONNECTOR_SETTINGS_SQL = {
   // An absent setting ($3, $4, $6 null) keeps what is stored; a new row starts with none (and `declared`).
@@ -71,11 +77,24 @@ export const CONNECTOR_SETTINGS_SQL = {
                          THEN now() ELSE tenant_connector_settings.updated_at END`,
   // Stamped by the clock when written (not the transaction's start): a rotation that waited for another one's turn is
   // always later than it, so the settings' version moves with each.
-  upsertSecret: `INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by, updated_at)
-     VALUES ($1, $2, $3, $4, $5, clock_timestamp())
-     ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = clock_timestamp()`,
-  deleteSecret: `DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING name`,
-  deleteSecrets: `DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2`,
+  // Every change of a tenant's secrets announces itself in the same statement (TENANT_SECRETS_CHANNEL, the tenant's id):
+  // the NOTIFY is delivered when, and only when, the change commits, and every API process drops the values it kept.
+  upsertSecret: `WITH written AS (
+       INSERT INTO tenant_connector_secrets (tenant_id, connector, name, value, updated_by, updated_at)
+       VALUES ($1, $2, $3, $4, $5, clock_timestamp())
+       ON CONFLICT (tenant_id, connector, name) DO UPDATE SET value = $4, updated_by = $5, updated_at = clock_timestamp()
+       RETURNING tenant_id
+     )
+     SELECT pg_notify('${TENANT_SECRETS_CHANNEL}', tenant_id) FROM written`,
+  deleteSecret: `WITH deleted AS (
+       DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 AND name = $3 RETURNING tenant_id, name
+     )
+     SELECT name, pg_notify('${TENANT_SECRETS_CHANNEL}', tenant_id) FROM deleted`,
+  deleteSecrets: `WITH deleted AS (
+       DELETE FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 RETURNING tenant_id
+     )
+     SELECT pg_notify('${TENANT_SECRETS_CHANNEL}', $1) WHERE EXISTS (SELECT 1 FROM deleted)`,
+  listenForSecretChanges: `LISTEN ${TENANT_SECRETS_CHANNEL}`,
   deleteSettings: `DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   settingsMeta: `SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   secretNames: `SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name`,
@@ -230,4 +249,12 @@ export async function connectorSettingsMeta(
     updatedBy: meta?.updated_by ?? null,
     secretNames: names.map((n) => n.name),
   };
+}
+
+/**
+ * Subscribes a dedicated connection (the one that listens for key revocations) to changes of tenants' secrets; its
+ * `notification` events on TENANT_SECRETS_CHANNEL then say "drop the secret values kept for this tenant".
+ */
+export async function listenForSecretChanges(connection: { query(sql: string): Promise<unknown> }): Promise<void> {
+  await connection.query(CONNECTOR_SETTINGS_SQL.listenForSecretChanges);
 }
