@@ -13,4 +13,5 @@ export * from './tenant-settings';
 export * from './call-metrics';
 export * from './connectors.module';
 export * from './tenant-connectors';
+export * from './tenant-secrets-cache';
 export * from './amount-field';

@@ -13,6 +13,7 @@ import type { AllowedHost, Connector, ConnectorEnvironment, TenantConnectorSetti
 import { PlatformService, effectiveAllowHosts, platformServices } from './egress';
 import { ConnectorRegistry } from './registry';
 import { type Redact, answerRedactor } from './secret-redaction';
+import { TenantSecretsCache } from './tenant-secrets-cache';
 
 /** What every connector call needs from the app's configuration. */
 export type ConnectorCallConfig = Pick<
@@ -52,6 +53,7 @@ export class TenantConnectors {
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
     @Inject(VERITY_CONFIG) private readonly config: ConnectorCallConfig,
+    private readonly secretValues: TenantSecretsCache<Redact> = new TenantSecretsCache(),
   ) {
     this.platform = platformServices(config);
   }
@@ -97,18 +99,24 @@ export class TenantConnectors {
   }
 
   /**
-   * What an answer of this tenant goes through before it leaves (answerRedactor): every secret value it holds now,
-   * read once for the answer, replaced by `{{secret:NAME}}` in the answer's strings. A value stored in plain before it
-   * was made a secret (an intake that had no secret to look for, a URL written then) is never returned after.
+   * What an answer of this tenant goes through before it leaves (answerRedactor): every secret value it holds now
+   * replaced by `{{secret:NAME}}` in the answer's strings. A value stored in plain before it was made a secret (an
+   * intake that had no secret to look for, a URL written then) is never returned after. The values are read once and
+   * kept while every change of them is announced to this process (TenantSecretsCache: the API's LISTEN connection);
+   * elsewhere, or while it is down, they are read for each answer.
    */
-  async answerRedactorOf(tenantId: string): Promise<Redact> {
-    const secrets: Record<string, string> = {};
-    const { connectors, cipher } = this.secretsAccess();
-    for (const { connector, name, value } of await loadTenantSecrets(this.db.manager, tenantId, connectors, cipher)) {
-      // Named as a placeholder names it; two connectors' secrets of one name both kept (the second as `connector:NAME`).
-      secrets[name in secrets ? `${connector}:${name}` : name] = value;
-    }
-    return answerRedactor(secrets);
+  answerRedactorOf(tenantId: string): Promise<Redact> {
+    return this.secretValues.get(tenantId, async () => {
+      const secrets: Record<string, string> = {};
+      let size = 0;
+      const { connectors, cipher } = this.secretsAccess();
+      for (const { connector, name, value } of await loadTenantSecrets(this.db.manager, tenantId, connectors, cipher)) {
+        // Named as a placeholder names it; two connectors' secrets of one name both kept (the second as `connector:NAME`).
+        secrets[name in secrets ? `${connector}:${name}` : name] = value;
+        size += connector.length + name.length + value.length;
+      }
+      return { value: answerRedactor(secrets), size };
+    });
   }
 
   /** The tenant's settings for the operation's connector, read now. */

@@ -7,8 +7,8 @@ import { Problem } from '../problem/problem';
 
 /**
  * Secret values are never returned: every answer a handler gives a tenant's key is sent with the tenant's secret values
- * of now replaced by `{{secret:NAME}}` in its strings (TenantConnectors.answerRedactorOf, one read of the tenant's
- * secrets per answer). Intake refuses text that holds a secret's value, but text written before the tenant made that
+ * of now replaced by `{{secret:NAME}}` in its strings (TenantConnectors.answerRedactorOf: the tenant's secrets, read
+ * once and kept by this process while every change of them reaches it by NOTIFY — no read per answer). Intake refuses text that holds a secret's value, but text written before the tenant made that
  * value a secret (an operation's params, an intent, a reason in an event, a webhook URL, the policy's texts) is stored
  * as it was written, and is read back through here: the execution and operation reads, event pages, the console's and
  * the MCP tools' reads (which call these routes), the admin reads — and the problems they answer, whose members can

@@ -1,5 +1,12 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { KEY_REVOCATION_CHANNEL, ResilientPgClient, listenForKeyRevocations } from '@verity/persistence';
+import { TenantSecretsCache } from '@verity/connectors';
+import {
+  KEY_REVOCATION_CHANNEL,
+  ResilientPgClient,
+  TENANT_SECRETS_CHANNEL,
+  listenForKeyRevocations,
+  listenForSecretChanges,
+} from '@verity/persistence';
 import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, createRedisClient } from '@verity/platform';
 import { eventsChannel } from '@verity/queues';
 import { ApiKeyService } from '../auth/api-key.service';
@@ -12,7 +19,8 @@ type Listener = () => void;
  * truth, and streams poll it anyway while the subscription is down. The channel is subscribed only while a stream is
  * open: every commit of every worker is announced, and an API process with no stream would read each announcement for
  * nothing. Key revocations still arrive by Postgres NOTIFY (rare, and sent in the revoking transaction itself), on one
- * LISTEN connection per API process.
+ * LISTEN connection per API process; so do changes of a tenant's secrets (TENANT_SECRETS_CHANNEL), on the same
+ * connection: the secret values kept for answers (TenantSecretsCache) are kept only while it listens.
  */
 @Injectable()
 export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
@@ -37,6 +45,7 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
     private readonly keys: ApiKeyService,
+    private readonly secretValues: TenantSecretsCache,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -123,6 +132,7 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
       if (this.client === client) {
         this.client = null;
         this.keys.setRevocationsLive(false);
+        this.secretValues.setLive(false);
       }
       client.end().catch(() => undefined);
       this.scheduleReconnect();
@@ -131,17 +141,21 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     client.on('end', lost);
     client.on('notification', (message) => {
       if (message.channel === KEY_REVOCATION_CHANNEL) this.keys.invalidateAll();
+      if (message.channel === TENANT_SECRETS_CHANNEL && message.payload) this.secretValues.changed(message.payload);
     });
     this.connecting = client;
     try {
       await client.connect();
       await listenForKeyRevocations(client);
+      await listenForSecretChanges(client);
     } finally {
       if (this.connecting === client) this.connecting = null;
     }
     this.client = client;
     this.keys.invalidateAll();
     this.keys.setRevocationsLive(true);
+    // Nothing read before now is kept (setLive drops all): a change committed while no one listened is not missed.
+    this.secretValues.setLive(true);
   }
 
   private scheduleReconnect(): void {

@@ -1,9 +1,12 @@
+import { TenantSecretsCache } from '@verity/connectors';
+import { SecretsCipher, deleteConnectorSecret, writeConnectorSecret } from '@verity/persistence';
 import { createLogger, createRedis, loadConfig } from '@verity/platform';
 import type { RedisClient } from '@verity/platform';
 import { eventsChannel } from '@verity/queues';
 import { execFileSync } from 'node:child_process';
 import { listenSessions, terminateSession } from '../../../../test/support/listen-sessions';
 import { StallablePostgres } from '../../../../test/support/stallable-postgres';
+import { useTestDatabase } from '../../../../test/support/test-database';
 import { ADMIN_DATABASE_URL, TEST_REDIS_URL, testQueuePrefix } from '../../../../test/support/services';
 import { waitFor } from '../../../../test/support/stack';
 import type { ApiKeyService } from '../auth/api-key.service';
@@ -35,7 +38,7 @@ describe('EventNotifier (real Redis)', () => {
       async () => redis.status,
       (status) => status === 'ready',
     );
-    notifier = new EventNotifier(config, createLogger('event-notifier-spec', 'silent'), KEYS);
+    notifier = new EventNotifier(config, createLogger('event-notifier-spec', 'silent'), KEYS, new TenantSecretsCache());
     await notifier.onModuleInit();
   });
   afterAll(async () => {
@@ -139,7 +142,12 @@ describe('EventNotifier shut down while its LISTEN connection reconnects (real P
       DATABASE_QUERY_TIMEOUT_MS: '500',
       QUEUE_PREFIX: testQueuePrefix('notifier-stop'),
     });
-    const notifier = new EventNotifier(config, createLogger('event-notifier-spec', 'silent'), KEYS);
+    const notifier = new EventNotifier(
+      config,
+      createLogger('event-notifier-spec', 'silent'),
+      KEYS,
+      new TenantSecretsCache(),
+    );
     await notifier.onModuleInit();
     const [listening] = await waitFor(
       () => listenSessions(postgres.url),
@@ -159,4 +167,73 @@ describe('EventNotifier shut down while its LISTEN connection reconnects (real P
     }
     expect(await listenSessions(postgres.url)).toEqual([]);
   }, 30_000);
+});
+
+/**
+ * The secret values kept for answers (TenantSecretsCache) follow the same LISTEN connection (real Postgres): a write or
+ * a delete of a tenant's secret drops that tenant's values in the process; the connection lost, nothing is kept until
+ * it listens again.
+ */
+describe("EventNotifier and the tenant's secret values kept for answers (real Postgres)", () => {
+  const db = useTestDatabase('notifiersecrets', ['acme', 'other']);
+  const cipher = new SecretsCipher(undefined);
+  let notifier: EventNotifier;
+  const cache = new TenantSecretsCache<string>();
+  let reads = 0;
+  const read = (value: string) => async () => {
+    reads += 1;
+    return { value, size: value.length };
+  };
+
+  beforeAll(async () => {
+    const config = loadConfig({
+      REDIS_URL: TEST_REDIS_URL,
+      DATABASE_URL: db.url,
+      QUEUE_PREFIX: testQueuePrefix('notifier-secrets'),
+    });
+    notifier = new EventNotifier(config, createLogger('event-notifier-spec', 'silent'), KEYS, cache);
+    await notifier.onModuleInit();
+  });
+  afterAll(async () => notifier?.onApplicationShutdown());
+
+  it("a secret's write and delete, committed elsewhere, drop that tenant's values here", async () => {
+    await cache.get('acme', read('none'));
+    await cache.get('other', read('none'));
+    await cache.get('acme', read('none'));
+    expect(reads).toBe(2);
+    await writeConnectorSecret(db.dataSource.manager, cipher, 'acme', 'http', 'token', 'token-value-1', 'key_t');
+    await waitFor(
+      async () => cache.get('acme', read('token-value-1')),
+      (value) => value === 'token-value-1',
+    );
+    // The other tenant's values stay kept.
+    const before = reads;
+    expect(await cache.get('other', read('changed'))).toBe('none');
+    expect(reads).toBe(before);
+    expect(await deleteConnectorSecret(db.dataSource.manager, 'acme', 'http', 'token')).toBe(true);
+    await waitFor(
+      async () => cache.get('acme', read('none again')),
+      (value) => value === 'none again',
+    );
+  });
+
+  it('the LISTEN connection lost: nothing is kept, nor used, until it listens again', async () => {
+    await cache.get('acme', read('kept'));
+    const listening = (notifier as unknown as { client: { processID: number } | null }).client!.processID;
+    await terminateSession(db.url, listening);
+    // Lost: what was kept is dropped at once, and what is read meanwhile is not kept.
+    await waitFor(
+      async () => cache.tenants,
+      (n) => n === 0,
+      10_000,
+      1,
+    );
+    // Listening again (a new session), values are kept again.
+    await waitFor(
+      async () => (notifier as unknown as { client: { processID: number } | null }).client?.processID,
+      (pid) => pid !== undefined && pid !== listening,
+    );
+    await cache.get('acme', read('after'));
+    expect(await cache.get('acme', read('not read'))).toBe('after');
+  });
 });

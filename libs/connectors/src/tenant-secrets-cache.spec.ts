@@ -1,0 +1,119 @@
+import { MAX_CACHED_CHARACTERS, MAX_CACHED_TENANTS, TenantSecretsCache } from './tenant-secrets-cache';
+
+/** A read of a tenant's secrets, counted, that ends when the test says so (`finish`) or at once. */
+function reader(value: string, size = value.length) {
+  let reads = 0;
+  let finish: (() => void) | undefined;
+  return {
+    get reads() {
+      return reads;
+    },
+    /** Ends the read under way (held: true). */
+    finish: () => finish?.(),
+    read:
+      (held = false) =>
+      async () => {
+        reads += 1;
+        if (held) await new Promise<void>((resolve) => (finish = resolve));
+        return { value, size };
+      },
+  };
+}
+
+describe('TenantSecretsCache', () => {
+  it('reads every time while changes cannot reach the process (no LISTEN): nothing is kept', async () => {
+    const cache = new TenantSecretsCache<string>();
+    const acme = reader('v1');
+    expect(await cache.get('acme', acme.read())).toBe('v1');
+    expect(await cache.get('acme', acme.read())).toBe('v1');
+    expect(acme.reads).toBe(2);
+    expect(cache.tenants).toBe(0);
+  });
+
+  it('keeps what it read while live; a change of the tenant drops it, and the next answer reads again', async () => {
+    const cache = new TenantSecretsCache<string>();
+    cache.setLive(true);
+    const acme = reader('v1');
+    const other = reader('o1');
+    await cache.get('acme', acme.read());
+    await cache.get('other', other.read());
+    expect(await cache.get('acme', acme.read())).toBe('v1');
+    expect(acme.reads).toBe(1);
+    cache.changed('acme');
+    const changed = reader('v2');
+    expect(await cache.get('acme', changed.read())).toBe('v2');
+    expect(changed.reads).toBe(1);
+    // Another tenant's values stay.
+    await cache.get('other', other.read());
+    expect(other.reads).toBe(1);
+  });
+
+  it('the LISTEN connection lost: everything is dropped and nothing is kept until it listens again', async () => {
+    const cache = new TenantSecretsCache<string>();
+    cache.setLive(true);
+    const acme = reader('v1');
+    await cache.get('acme', acme.read());
+    cache.setLive(false);
+    expect(cache.tenants).toBe(0);
+    await cache.get('acme', acme.read());
+    await cache.get('acme', acme.read());
+    expect(acme.reads).toBe(3);
+    // What was read while it was down is not kept when it listens again: a change made meanwhile was not heard.
+    cache.setLive(true);
+    await cache.get('acme', acme.read());
+    await cache.get('acme', acme.read());
+    expect(acme.reads).toBe(4);
+  });
+
+  it('keeps nothing a read found when a change was announced while it ran (it may hold the values from before)', async () => {
+    const cache = new TenantSecretsCache<string>();
+    cache.setLive(true);
+    const stale = reader('before');
+    const reading = cache.get('acme', stale.read(true));
+    cache.changed('acme');
+    stale.finish();
+    // The read answers what it found (its own answer began before the change), but keeps none of it.
+    expect(await reading).toBe('before');
+    expect(cache.tenants).toBe(0);
+    const fresh = reader('after');
+    expect(await cache.get('acme', fresh.read())).toBe('after');
+    expect(fresh.reads).toBe(1);
+  });
+
+  it('keeps nothing a read found when the connection was lost, or came back, while it ran', async () => {
+    const cache = new TenantSecretsCache<string>();
+    cache.setLive(true);
+    const stale = reader('before');
+    const reading = cache.get('acme', stale.read(true));
+    cache.setLive(false);
+    cache.setLive(true);
+    stale.finish();
+    expect(await reading).toBe('before');
+    expect(cache.tenants).toBe(0);
+  });
+
+  it('is bounded: by tenants (the least recently used dropped first) and by characters', async () => {
+    const cache = new TenantSecretsCache<string>();
+    cache.setLive(true);
+    for (let i = 0; i < MAX_CACHED_TENANTS; i += 1) await cache.get(`t${i}`, reader('x').read());
+    expect(cache.tenants).toBe(MAX_CACHED_TENANTS);
+    // t0 used again: t1 is now the least recently used.
+    const first = reader('x');
+    await cache.get('t0', first.read());
+    expect(first.reads).toBe(0);
+    await cache.get('one-more', reader('x').read());
+    expect(cache.tenants).toBe(MAX_CACHED_TENANTS);
+    const t1 = reader('x');
+    await cache.get('t1', t1.read());
+    expect(t1.reads).toBe(1);
+    await cache.get('t0', first.read());
+    expect(first.reads).toBe(0);
+    // Values larger than the whole budget are never kept; values that fill it push the others out.
+    const huge = reader('huge', MAX_CACHED_CHARACTERS + 1);
+    await cache.get('huge', huge.read());
+    await cache.get('huge', huge.read());
+    expect(huge.reads).toBe(2);
+    await cache.get('big', reader('big', MAX_CACHED_CHARACTERS).read());
+    expect(cache.tenants).toBe(1);
+  });
+});

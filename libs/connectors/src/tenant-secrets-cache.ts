@@ -1,0 +1,89 @@
+import { Injectable } from '@nestjs/common';
+
+/** At most this many tenants' secret values are kept by a process (the least recently used is dropped first). */
+export const MAX_CACHED_TENANTS = 1_000;
+/** At most this many characters of secret values (names included) are kept by a process, all tenants together. */
+export const MAX_CACHED_CHARACTERS = 1_000_000;
+
+interface Entry<T> {
+  value: T;
+  size: number;
+}
+
+/**
+ * Each tenant's secret values as this process last read them (or none), for what its answers are looked through for
+ * (TenantConnectors.answerRedactorOf), so an answer does not read them again. Kept only while changes can reach the
+ * process (`setLive`): every change of a tenant's secrets is announced, in the statement that makes it, by a NOTIFY
+ * that the API's LISTEN connection hands to `changed`; while that connection is down nothing is kept, and nothing kept
+ * is used. A process that never listens (a worker) reads the secrets every time.
+ *
+ * A read that began before a change was announced may end after the announcement was handled, with the values from
+ * before it: every announcement and every change of the connection moves `generation`, and what a read found is kept
+ * only when the generation did not move while it ran. Values are kept in this process' memory only, as they are
+ * opened; bounded by tenants and by characters.
+ */
+@Injectable()
+export class TenantSecretsCache<T = unknown> {
+  private readonly entries = new Map<string, Entry<T>>();
+  private size = 0;
+  private live = false;
+  private generation = 0;
+
+  /** Whether changes of secrets reach this process now (the LISTEN connection is up, and listens). */
+  setLive(live: boolean): void {
+    this.live = live;
+    this.dropAll();
+  }
+
+  /** A change of `tenantId`'s secrets was announced (committed): what was kept of that tenant is dropped. */
+  changed(tenantId: string): void {
+    this.generation += 1;
+    this.drop(tenantId);
+  }
+
+  /**
+   * What is kept for `tenantId`, or else what `read` gives (secret values, and how many characters they hold): kept when
+   * changes reach this process, none was announced while `read` ran, and it fits.
+   */
+  async get(tenantId: string, read: () => Promise<{ value: T; size: number }>): Promise<T> {
+    const kept = this.live ? this.entries.get(tenantId) : undefined;
+    if (kept) {
+      // The most recently used last: the first in the map is the one dropped when the bounds are reached.
+      this.entries.delete(tenantId);
+      this.entries.set(tenantId, kept);
+      return kept.value;
+    }
+    const generation = this.generation;
+    const found = await read();
+    if (this.live && generation === this.generation && found.size <= MAX_CACHED_CHARACTERS) {
+      this.drop(tenantId);
+      while (
+        this.entries.size > 0 &&
+        (this.entries.size >= MAX_CACHED_TENANTS || this.size + found.size > MAX_CACHED_CHARACTERS)
+      ) {
+        this.drop(this.entries.keys().next().value as string);
+      }
+      this.entries.set(tenantId, found);
+      this.size += found.size;
+    }
+    return found.value;
+  }
+
+  /** How many tenants' values are kept (for tests and diagnostics). */
+  get tenants(): number {
+    return this.entries.size;
+  }
+
+  private drop(tenantId: string): void {
+    const entry = this.entries.get(tenantId);
+    if (!entry) return;
+    this.entries.delete(tenantId);
+    this.size -= entry.size;
+  }
+
+  private dropAll(): void {
+    this.generation += 1;
+    this.entries.clear();
+    this.size = 0;
+  }
+}
