@@ -734,6 +734,41 @@ describe('admin: a policy read and written back pins no default', () => {
       effective: { obligation_due_seconds: { default: 1200, SOURCE_UNREACHABLE: 60 } },
     });
   });
+
+  it('a tenant that set nothing: its GET sent back (If-Match) keeps the ETag and stores nothing; the whole GET is refused naming effective', async () => {
+    const FRESH = 'test-policy-round-trip-fresh-admin-key';
+    await ensureTenant(stack.db.dataSource.manager, 'round-trip-fresh');
+    await createApiKey(stack.db.dataSource.manager, { tenantId: 'round-trip-fresh', role: 'admin', key: FRESH });
+    const fresh = (method: 'GET' | 'PUT', body?: unknown, headers: Record<string, string> = {}) =>
+      http<Policy & ProblemBody>(stack.apiUrl, method, '/v1/admin/policy', { key: FRESH, body, headers });
+    const storedPolicy = async () =>
+      (
+        (await stack.db.dataSource.query(
+          `SELECT settings - 'policyUpdatedAt' - 'policyUpdatedBy' AS settings FROM tenants WHERE id = 'round-trip-fresh'`,
+        )) as { settings: Record<string, unknown> }[]
+      )[0].settings;
+    const got = await fresh('GET');
+    expect(got.status).toBe(200);
+    const etag = got.headers.get('etag')!;
+    // The read-only members sent back are refused, each named, nothing written.
+    const whole = await fresh('PUT', got.body, { 'if-match': etag });
+    expect(whole.status).toBe(400);
+    expect(whole.body.errors?.map((e) => [e.field, e.rule]).sort()).toEqual([
+      ['effective', 'unknown_field'],
+      ['updated_at', 'unknown_field'],
+      ['updated_by', 'unknown_field'],
+    ]);
+    // Its settings sent back: the same policy, so the same version, and no value of the defaults stored as the tenant's.
+    const put = await fresh('PUT', settingsOf(got.body), { 'if-match': etag });
+    expect(put.status).toBe(200);
+    expect(put.headers.get('etag')).toBe(etag);
+    expect(await storedPolicy()).toEqual({});
+    const again = await fresh('GET');
+    expect({ etag: again.headers.get('etag'), settings: settingsOf(again.body) }).toEqual({
+      etag,
+      settings: settingsOf(got.body),
+    });
+  });
 });
 
 function holdEvent(log: Event[], opId: string): Event & { created_at: string } {

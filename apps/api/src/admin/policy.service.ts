@@ -89,10 +89,29 @@ export class PolicyService {
       if (value === null) remove.push(key);
       else set[key] = value;
     };
-    assign('obligationOwner', input.obligation_owner);
-    assign('escalationTarget', input.escalation_target);
-    assign('obligationDueSeconds', input.obligation_due_seconds as Record<string, number> | null | undefined);
-    assign('approvalRules', input.approval_rules as ApprovalRule[] | null | undefined);
+    // A value that is what applies where the tenant set none (the fixed owner and escalation target, no rules, no due
+    // times) is stored as none: the same in force. Stored as given, the GET of a tenant that set nothing, sent back,
+    // made the defaults its own and changed the policy's version (ETag) though nothing shown had changed.
+    const unlessDefault = <T>(value: T | null | undefined, isDefault: (given: T) => boolean) =>
+      value !== undefined && value !== null && isDefault(value) ? null : value;
+    assign(
+      'obligationOwner',
+      unlessDefault(input.obligation_owner, (owner) => owner === DEFAULT_OBLIGATION_OWNER),
+    );
+    assign(
+      'escalationTarget',
+      unlessDefault(input.escalation_target, (target) => target === DEFAULT_ESCALATION_TARGET),
+    );
+    assign(
+      'obligationDueSeconds',
+      unlessDefault(input.obligation_due_seconds, (due) => Object.keys(due).length === 0) as
+        Record<string, number> | null | undefined,
+    );
+    // No rules replace the older single threshold as well (removed below): the same as none set.
+    assign(
+      'approvalRules',
+      unlessDefault(input.approval_rules, (rules) => rules.length === 0) as ApprovalRule[] | null | undefined,
+    );
     // Rules replace the older single threshold (GET showed it as a rule, so a read-modify-write keeps it).
     if (input.approval_rules !== undefined) remove.push('approvalAmountAbove');
 
