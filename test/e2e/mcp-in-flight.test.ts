@@ -167,4 +167,75 @@ describe('MCP: waits in flight per key', () => {
     for (const answer of await Promise.all(held)) expect(answer.status).toBe(200);
     expect((await postTo(wait(302, created.body.id, 1))).status).toBe(200);
   }, 60_000);
+
+  /** A wait POSTed with a signal: its status once the answer's head came (the wait's stream of events keeps it open). */
+  async function heldWait(id: number, executionId: string, signal: AbortSignal) {
+    const res = await fetch(`${api}/mcp`, {
+      method: 'POST',
+      headers: { ...HEADERS, authorization: `Bearer ${DEMO.agent}` },
+      body: JSON.stringify(wait(id, executionId)),
+      signal,
+    });
+    // The body is read until the abort: the client leaves mid-wait, its connection closed.
+    const read = res.text().catch(() => undefined);
+    return { status: res.status, read };
+  }
+
+  /** Polls until the condition holds, at most 200 times 50 ms apart; what it saw last. */
+  async function until<T>(probe: () => Promise<T>, done: (seen: T) => boolean): Promise<T> {
+    let seen = await probe();
+    for (let i = 0; !done(seen) && i < 200; i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      seen = await probe();
+    }
+    return seen;
+  }
+
+  it('gives a wait back on every exit: a client leaving mid-wait, and a POST the transport refuses after admission, each more times than the bound', async () => {
+    const created = await http<{ id: string }>(api, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([sms(unique('waits-left'))]),
+    });
+    expect(created.status).toBe(201);
+    let id = 400;
+    // The client leaves mid-wait, with the key's waits all held, more times than the key may hold waits: had a wait
+    // left behind kept its place, a round would find none.
+    for (let round = 0; round < STREAMS + 1; round += 1) {
+      const leave = new AbortController();
+      const held: { status: number; read: Promise<unknown> }[] = [];
+      for (let i = 0; i < STREAMS; i += 1) {
+        // The previous round's waits are given back as their connections close: admitted once they have been.
+        held.push(
+          await until(
+            () => heldWait((id += 1), created.body.id, leave.signal),
+            (seen) => seen.status !== 429,
+          ),
+        );
+      }
+      expect(held.map((h) => h.status)).toEqual(Array.from({ length: STREAMS }, () => 200));
+      // Every place is held now.
+      expect((await postTo(wait((id += 1), created.body.id, 1))).status).toBe(429);
+      leave.abort();
+      await Promise.all(held.map((h) => h.read));
+    }
+    // A POST admitted (its wait counted) and then refused by the transport (a protocol version it does not take).
+    for (let round = 0; round < STREAMS + 1; round += 1) {
+      const refused = await until(
+        () =>
+          http(api, 'POST', '/mcp', {
+            key: DEMO.agent,
+            rawBody: JSON.stringify(wait((id += 1), created.body.id, 1)),
+            headers: { ...HEADERS, 'mcp-protocol-version': '1999-01-01' },
+          }),
+        (seen) => seen.status !== 429,
+      );
+      expect(refused.status).toBe(400);
+    }
+    // The room is all there: a wait is taken (answered at its own timeout, 1 s).
+    const taken = await until(
+      () => postTo(wait((id += 1), created.body.id, 1)),
+      (seen) => seen.status !== 429,
+    );
+    expect(taken.status).toBe(200);
+  }, 120_000);
 });

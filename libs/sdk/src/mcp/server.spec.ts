@@ -1,4 +1,4 @@
-import { createServer } from 'node:http';
+import { type ServerResponse, createServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import {
@@ -302,6 +302,46 @@ describe('subscriptions, bounded', () => {
     });
     await mcp.client.unsubscribeResource({ uri: uri(2) });
     await mcp.client.subscribeResource({ uri: uri(3) });
+  });
+
+  it('makes room once a followed execution has settled (its stream ended), and once a subscription is refused', async () => {
+    // exe_1's stream stays open until the test ends it with the execution settled; exe_2's stays open.
+    const open = new Map<string, ServerResponse>();
+    const server = createServer((req, res) => {
+      req.resume();
+      const read = /^\/v1\/executions\/(exe_\d+)$/.exec(req.url ?? '');
+      if (read) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ id: read[1], status: 'running', operations: [] }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+      const streamed = /^\/v1\/executions\/(exe_\d+)\/stream/.exec(req.url ?? '')?.[1];
+      if (streamed) open.set(streamed, res);
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    const mcp = await connectMcp(url, { subscriptions: true, maxSubscriptions: 1 });
+    const uri = (n: number) => `verity://executions/exe_${n}`;
+    await mcp.client.subscribeResource({ uri: uri(1) });
+    await waitUntil(() => open.has('exe_1'));
+    // Refused more times than the bound: a refusal takes no room of its own.
+    for (let i = 0; i < 2; i += 1) {
+      await expect(mcp.client.subscribeResource({ uri: uri(2) })).rejects.toMatchObject({ code: -32600 });
+    }
+    open.get('exe_1')!.end('event: end\ndata: {"reason":"settled"}\n\n');
+    // The follower of exe_1 ends with its stream: exe_2 is taken once it has (never before the end was sent).
+    let taken = false;
+    while (!taken) {
+      taken = await mcp.client.subscribeResource({ uri: uri(2) }).then(
+        () => true,
+        (error: { code?: number }) => {
+          if (error.code !== -32600) throw error;
+          return false;
+        },
+      );
+    }
+    await waitUntil(() => open.has('exe_2'));
   });
 
   it('holds at most 20 by default, as many as the streams a key may hold by default', async () => {
