@@ -122,6 +122,34 @@ describe('auth, keys and tenant isolation (I9)', () => {
       expect((await keys('revoke', 'key_doesnotexist')).code).toBe(2);
     });
 
+    it('refuses hostile tenant names, with --new-tenant or without, and hostile keys to rotate: exit 2, nothing written, nothing raw printed', async () => {
+      const count = async () =>
+        (
+          (await stack.db.dataSource.query(`SELECT (SELECT count(*)::int FROM api_keys) AS keys,
+           (SELECT count(*)::int FROM tenants) AS tenants`)) as { keys: number; tenants: number }[]
+        )[0];
+      const before = await count();
+      const wrong: unknown[] = [];
+      const hostile = ['__proto__', 'de mo', '../demo', 'demo\u001b[2J', 'x'.repeat(10_000)];
+      for (const tenant of hostile) {
+        for (const flags of [[], ['--new-tenant']]) {
+          const refused = await keys('create', '--tenant', tenant, ...flags, '--role', 'admin');
+          if (refused.code !== 2 || refused.stdout !== '' || !refused.stderr.includes('--tenant is required')) {
+            wrong.push([tenant.slice(0, 20), flags, refused.code, refused.stderr.slice(0, 200)]);
+          }
+        }
+      }
+      for (const key of ['__proto__', 'key_\u001b[2Jx', 'x'.repeat(10_000)]) {
+        const refused = await keys('rotate', '--key', key);
+        // eslint-disable-next-line no-control-regex
+        if (refused.code !== 2 || refused.stdout !== '' || /[\u0000-\u0009\u000b-\u001f]/.test(refused.stderr)) {
+          wrong.push([key.slice(0, 20), refused.code, refused.stderr.slice(0, 200)]);
+        }
+      }
+      expect(wrong).toEqual([]);
+      expect(await count()).toEqual(before);
+    });
+
     it('refuses a label that is not one line of plain text, and writes no key', async () => {
       // A row of `list` forged in a label: the operator reading the table sees a key that is not there, or a key
       // "revoked" that stands; escape sequences rewrite what the terminal shows; a bidi override reorders it.
@@ -225,6 +253,71 @@ describe('auth, keys and tenant isolation (I9)', () => {
         revoked: true,
         revoked_at: revoked_at.toISOString(),
       });
+    });
+
+    it('two operators rotating one key at once: one new key; the other rotation makes none and says why', async () => {
+      const created = JSON.parse(
+        (await keys('create', '--tenant', 'demo', '--role', 'reviewer', '--label', 'rotated twice', '--json')).stdout,
+      ) as { id: string };
+      const labelled = async () =>
+        (
+          (await stack.db.dataSource.query(
+            `SELECT count(*)::int AS n FROM api_keys WHERE label = 'rotated twice' AND revoked_at IS NULL`,
+          )) as { n: number }[]
+        )[0].n;
+      // The other operator's rotation has made its key and revoked the old one, not committed yet, when this one's CLI
+      // finds the old key active.
+      const other = stack.db.dataSource.createQueryRunner();
+      await other.connect();
+      try {
+        await other.startTransaction();
+        await createApiKey(other.manager, { tenantId: 'demo', role: 'reviewer', label: 'rotated twice' });
+        await other.query(`UPDATE api_keys SET revoked_at = clock_timestamp() WHERE id = $1`, [created.id]);
+        let answered = false;
+        const rotating = keys('rotate', '--key', created.id, '--json').finally(() => (answered = true));
+        await waitForLockWaiter(stack.db.dataSource, { statementLike: '%api_keys%', unless: () => answered });
+        await other.commitTransaction();
+        const rotated = await rotating;
+        expect({ code: rotated.code, stdout: rotated.stdout }).toEqual({ code: 2, stdout: '' });
+        expect(rotated.stderr).toContain(`${created.id} was revoked meanwhile`);
+        expect(rotated.stderr).toContain('no key was made');
+      } finally {
+        if (other.isTransactionActive) await other.rollbackTransaction();
+        await other.release();
+      }
+      // The other rotation's key alone: the key this one made was rolled back with its revocation.
+      expect(await labelled()).toBe(1);
+    });
+
+    it('two operators making one new tenant at once: one makes it; the other is refused, no key made, no stack trace', async () => {
+      const tenant = `race-${Date.now().toString(36)}`;
+      const keysOf = async () =>
+        (
+          (await stack.db.dataSource.query(`SELECT count(*)::int AS n FROM api_keys WHERE tenant_id = $1`, [
+            tenant,
+          ])) as { n: number }[]
+        )[0].n;
+      const other = stack.db.dataSource.createQueryRunner();
+      await other.connect();
+      try {
+        await other.startTransaction();
+        await other.query(`INSERT INTO tenants (id, name) VALUES ($1, $1)`, [tenant]);
+        let answered = false;
+        const making = keys('create', '--tenant', tenant, '--new-tenant', '--role', 'admin').finally(
+          () => (answered = true),
+        );
+        await waitForLockWaiter(stack.db.dataSource, { statementLike: '%tenants%', unless: () => answered });
+        await other.commitTransaction();
+        const made = await making;
+        expect({ code: made.code, stdout: made.stdout }).toEqual({ code: 2, stdout: '' });
+        expect(made.stderr.trim()).toBe(
+          `tenant "${tenant}" exists already: leave out --new-tenant to add a key to it (no key was made)`,
+        );
+      } finally {
+        if (other.isTransactionActive) await other.rollbackTransaction();
+        await other.release();
+      }
+      expect(await keysOf()).toBe(0);
     });
 
     it('revokes by a prefix only when it names exactly one key', async () => {
