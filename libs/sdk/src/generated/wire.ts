@@ -410,11 +410,14 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The policy in force for this tenant (its values, and the defaults where it set none) */
+    /**
+     * The policy of this tenant: its values, and under `effective` the due times in force
+     * @description `obligation_due_seconds` holds only the due times the tenant set (null: none); `effective.obligation_due_seconds` the ones in force, with `default` from OBLIGATION_DUE_MS where it set none. Sent back as a PUT, leave out the read-only `effective`, `updated_at` and `updated_by` (400 `unknown_field`).
+     */
     get: operations['getPolicy'];
     /**
      * Set the tenant policy
-     * @description Each field given replaces that setting, a field left out is kept, null resets it to the default; a body that names no field is refused (400, rule `no_change`). Applies to obligations created and approvals planned from now on. With `If-Match` (the ETag of a GET), the change is made only if the policy is still that version (412 `precondition-failed` otherwise, nothing written): two admins editing at once cannot undo each other without a word.
+     * @description Each field given replaces that setting, a field left out is kept, null resets it to the default; a body that names no field is refused (400, rule `no_change`), as are the read-only members of a GET (`effective`, `updated_at`, `updated_by`: 400 `unknown_field`). A value that is what applies where none is set (`operations`, `on-call`, `[]` rules, `{}` due times) is stored as none, so a GET sent back keeps its ETag. Applies to obligations created and approvals planned from now on. With `If-Match` (the ETag of a GET), the change is made only if the policy is still that version (412 `precondition-failed` otherwise, nothing written): two admins editing at once cannot undo each other without a word.
      */
     put: operations['setPolicy'];
     post?: never;
