@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import type { ProblemDetails as Problem } from '@verity/sdk';
-import { DEMO, Stack, freePort } from '../support/stack';
+import { DEMO, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, rawExchange, submission, unique } from '../support/http';
 
 /**
@@ -604,7 +604,9 @@ describe('hostile strings', () => {
         );
       const live = unique('mark-live');
       const others = unique('mark-other');
-      await mark(live, '__proto__', 'demo', 300);
+      // Live until the test ends it, once the DELETE of "__proto__" has said it waits for it: the wait is seen taken,
+      // whatever time the other DELETEs take (a mark of 300 ms could have expired before that DELETE came).
+      await mark(live, '__proto__', 'demo', 60_000);
       await mark(others, '__proto__', 'demo-other', -60_000);
       try {
         // A real endpoint deleted once: its second DELETE is the same 404.
@@ -617,8 +619,32 @@ describe('hostile strings', () => {
         expect((await http(stack.apiUrl, 'DELETE', path(created.body.id), { key: DEMO.admin })).status).toBe(204);
         const before = { tables: await counts(), deliveries: await deliveries() };
         const wrong: unknown[] = [];
+        const api = stack.apps.find((app) => app.name === 'api')!;
+        const waitingFor = (id: string) =>
+          api.output
+            .join('')
+            .split('\n')
+            .filter((line) => line.includes('"msg":"webhook endpoint gone: waiting for its sends under way'))
+            .filter((line) => line.includes(`"endpointId":${JSON.stringify(id)}`)).length;
         for (const id of [created.body.id, ...HOSTILE_IDS]) {
-          const res = await http<Problem>(stack.apiUrl, 'DELETE', path(id), { key: DEMO.admin });
+          const deleting = http<Problem>(stack.apiUrl, 'DELETE', path(id), { key: DEMO.admin });
+          if (id === '__proto__') {
+            // It waits for the tenant's send marked in flight (it says so), and answers once that send has ended.
+            let answered = false;
+            void deleting.finally(() => (answered = true));
+            await waitFor(
+              async () => answered || waitingFor(id) > 0,
+              (done) => done,
+              20_000,
+              20,
+            );
+            expect({ answered, waiting: waitingFor(id) }).toEqual({ answered: false, waiting: 1 });
+            await stack.db.dataSource.query(
+              `UPDATE webhook_sends_in_flight SET until = clock_timestamp() - interval '1 second' WHERE id = $1`,
+              [live],
+            );
+          }
+          const res = await deleting;
           const type = res.headers.get('content-type');
           if (!isProblem4xx(res.status, type) || res.body.status !== res.status) {
             wrong.push([id.slice(0, 40), res.status, type, res.text.slice(0, 200)]);
