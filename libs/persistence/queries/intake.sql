@@ -104,17 +104,21 @@ SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2;
 
 -- retryChains
 WITH RECURSIVE chain AS (
-       SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason, r.approval
+       SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason,
+              coalesce(r.approval->>'state' = 'denied', false) AS denied
        FROM operations r WHERE r.tenant_id = $1 AND r.id = ANY($2::text[])
        UNION ALL
-       SELECT c.root, c.depth + 1, o.id, o.retry_of, o.execution_id, o.status, o.terminal_reason, o.approval
+       SELECT c.root, c.depth + 1, o.id, o.retry_of, o.execution_id, o.status, o.terminal_reason,
+              coalesce(o.approval->>'state' = 'denied', false)
        FROM chain c JOIN operations o ON o.id = c.retry_of AND o.tenant_id = $1
-       WHERE c.depth < $3)
-     SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason,
-            c.approval->>'state' = 'denied' AS denied, c.approval->>'decided_by' AS decided_by,
-            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason,
-            count(*) FILTER (WHERE c.approval->>'state' = 'denied') OVER (PARTITION BY c.root) AS denials
-     FROM chain c
+       WHERE c.depth < $3),
+     counted AS (
+       SELECT c.*, count(*) FILTER (WHERE c.denied) OVER (PARTITION BY c.root) AS denials FROM chain c)
+     SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason, c.denied,
+            a.approval->>'decided_by' AS decided_by, a.approval->>'decided_at' AS decided_at,
+            a.approval->>'reason' AS reason, c.denials
+     FROM counted c LEFT JOIN operations a ON c.denied AND a.id = c.id AND a.tenant_id = $1
+     WHERE c.depth <= 10
      ORDER BY c.root, c.depth;
 
 -- unsettledResendOf

@@ -1,6 +1,6 @@
 import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
 import { useTestDatabase } from '../../../test/support/test-database';
-import { EARLIER_ATTEMPTS_SHOWN, RETRY_CHAIN_DEPTH, retryChainsOf } from './store';
+import { EARLIER_ATTEMPTS_SHOWN, INTAKE_SQL, RETRY_CHAIN_DEPTH, retryChainsOf } from './store';
 
 /**
  * The earlier attempts of a retry (its chain of retries, `retry_of` followed back) with who denied each, and the denials
@@ -59,6 +59,20 @@ describe('retryChainsOf (real Postgres)', () => {
     expect((await retryChainsOf(db.dataSource.manager, 'acme', await ops([last]))).get(last)!.denials).toBe(0);
     const second = ids.at(-2)!;
     expect((await retryChainsOf(db.dataSource.manager, 'acme', await ops([second]))).get(second)!.denials).toBe(1);
+  });
+
+  it('answers a page no more rows than it shows: the links past the shown ones are counted in the statement', async () => {
+    // A page of operations with long chains: the walk goes RETRY_CHAIN_DEPTH links back for the count, but the rows
+    // past the EARLIER_ATTEMPTS_SHOWN nearest (each with its approval and reason) are not sent to be thrown away.
+    const ids = await chain('acme', RETRY_CHAIN_DEPTH + 2, (i) => i % 30 === 1);
+    const last = ids.at(-1)!;
+    const found = (await db.dataSource.query(INTAKE_SQL.retryChains, ['acme', [last], RETRY_CHAIN_DEPTH])) as {
+      depth: number;
+      denials: string;
+    }[];
+    expect(found.map((row) => row.depth)).toEqual(Array.from({ length: EARLIER_ATTEMPTS_SHOWN + 1 }, (_, d) => d));
+    expect(found.every((row) => Number(row.denials) === 4)).toBe(true);
+    expect((await retryChainsOf(db.dataSource.manager, 'acme', await ops([last]))).get(last)!.denials).toBe(4);
   });
 
   it('reads only the tenant’s own operations, and nothing for an operation that is no retry and was not denied', async () => {

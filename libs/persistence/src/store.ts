@@ -132,6 +132,11 @@ export interface NewExecution {
   submittedBy?: string;
 }
 
+/** How many earlier attempts an operation's chain of retries is walked back for (`retryChainsOf`). */
+export const RETRY_CHAIN_DEPTH = 100;
+/** How many of them an operation shows (`earlier_attempts`), nearest first. */
+export const EARLIER_ATTEMPTS_SHOWN = 10;
+
 export const INTAKE_SQL = {
   // $13: the connectors whose amount caps intake has not checked yet (null: checked). When the tenant has an amount cap
   // on one of them nothing is written and the one row says `capped`: the caller checks the amounts, then writes again.
@@ -239,20 +244,26 @@ export const INTAKE_SQL = {
      SELECT DISTINCT execution_id FROM down WHERE status = '${OperationStatus.PREPARED}' ORDER BY execution_id`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
   // Each operation $2 (depth 0) and the earlier attempts of its chain of retries (`retry_of`, followed back, depth 1, 2,
-  // …), at most $3 links back, with who denied each one denied (the key on its approval) and how many
-  // of them all (the operation included) were denied. One probe of the primary key per link.
+  // …) shown (EARLIER_ATTEMPTS_SHOWN), with who denied each one denied (the key on its approval), and how many of the
+  // links walked (at most $3 back, the operation included) were denied. One probe of the primary key per link; the walk
+  // carries no approval, and the links past those shown are counted here, not answered (a page of long chains answers
+  // at most EARLIER_ATTEMPTS_SHOWN + 1 rows per operation), their approvals read only for the rows answered.
   retryChains: `WITH RECURSIVE chain AS (
-       SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason, r.approval
+       SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason,
+              coalesce(r.approval->>'state' = 'denied', false) AS denied
        FROM operations r WHERE r.tenant_id = $1 AND r.id = ANY($2::text[])
        UNION ALL
-       SELECT c.root, c.depth + 1, o.id, o.retry_of, o.execution_id, o.status, o.terminal_reason, o.approval
+       SELECT c.root, c.depth + 1, o.id, o.retry_of, o.execution_id, o.status, o.terminal_reason,
+              coalesce(o.approval->>'state' = 'denied', false)
        FROM chain c JOIN operations o ON o.id = c.retry_of AND o.tenant_id = $1
-       WHERE c.depth < $3)
-     SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason,
-            c.approval->>'state' = 'denied' AS denied, c.approval->>'decided_by' AS decided_by,
-            c.approval->>'decided_at' AS decided_at, c.approval->>'reason' AS reason,
-            count(*) FILTER (WHERE c.approval->>'state' = 'denied') OVER (PARTITION BY c.root) AS denials
-     FROM chain c
+       WHERE c.depth < $3),
+     counted AS (
+       SELECT c.*, count(*) FILTER (WHERE c.denied) OVER (PARTITION BY c.root) AS denials FROM chain c)
+     SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason, c.denied,
+            a.approval->>'decided_by' AS decided_by, a.approval->>'decided_at' AS decided_at,
+            a.approval->>'reason' AS reason, c.denials
+     FROM counted c LEFT JOIN operations a ON c.denied AND a.id = c.id AND a.tenant_id = $1
+     WHERE c.depth <= ${EARLIER_ATTEMPTS_SHOWN}
      ORDER BY c.root, c.depth`,
   // Another of the tenant's operations on the connector naming the resend_ref that was sent and is not settled
   // (blocksResend): the one a send of operation $4 would re-send (the send guard's reference_unsettled).
@@ -473,11 +484,6 @@ export function retriesRefuted(
   );
 }
 
-/** How many earlier attempts an operation's chain of retries is walked back for (`retryChainsOf`). */
-export const RETRY_CHAIN_DEPTH = 100;
-/** How many of them an operation shows (`earlier_attempts`), nearest first. */
-export const EARLIER_ATTEMPTS_SHOWN = 10;
-
 /** An earlier attempt of an operation's request: one up its chain of retries, and how it ended. */
 export interface EarlierAttempt {
   operationId: string;
@@ -524,7 +530,7 @@ export async function retryChainsOf(
   for (const row of found) {
     const chain = chains.get(row.root) ?? { earlier: [], denials: Number(row.denials) };
     chains.set(row.root, chain);
-    if (row.depth === 0 || row.depth > EARLIER_ATTEMPTS_SHOWN) continue;
+    if (row.depth === 0) continue; // the operation itself: its denial is counted, it is no earlier attempt
     chain.earlier.push({
       operationId: row.id,
       executionId: row.execution_id,
