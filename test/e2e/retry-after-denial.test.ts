@@ -1,3 +1,5 @@
+import { RETRY_CHAIN_DEPTH } from '@verity/persistence';
+import { chargeOperation, insertTestExecution } from '../support/fixtures';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import type { WireSchemas } from '@verity/sdk';
@@ -106,6 +108,38 @@ describe('a retry of a denied operation', () => {
       limit: 3,
     });
     expect(await retriesOf(opId)).toBe(0);
+  }, 120_000);
+
+  it('refuses a retry of a chain longer than its denials are counted over: padding it with retries cancelled unsent does not push the denials out', async () => {
+    // Denied three times, then retried and cancelled unsent until the denials lie past the RETRY_CHAIN_DEPTH links walked:
+    // an agent key can make such a chain (a retry, then a cancel of its execution, each time) without asking a reviewer.
+    const ids: string[] = [];
+    for (let i = 0; i < RETRY_CHAIN_DEPTH + 2; i++) {
+      const op = chargeOperation({ params: { amount: 100, currency: 'EUR', reference: unique('padded') } });
+      await insertTestExecution(stack.db.dataSource.manager, 'demo', { operations: [op] });
+      const denied = i < 3;
+      await stack.db.dataSource.query(
+        `UPDATE operations SET status = 'CANCELLED', terminal_reason = $3, retry_of = $2, approval = $4 WHERE id = $1`,
+        [
+          op.id,
+          ids.at(-1) ?? null,
+          denied ? 'DENIED' : null,
+          denied ? { state: 'denied', decided_by: 'key_r', decided_at: new Date().toISOString(), reason: 'no' } : null,
+        ],
+      );
+      ids.push(op.id);
+    }
+    const last = ids.at(-1)!;
+    expect((await getOperation(stack, last)).retry).toBe('forbidden');
+    const refused = await http(stack.apiUrl, 'POST', `/v1/operations/${last}/retry`, { key: DEMO.agent });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      type: 'https://verity.dev/problems/denial-limit-reached',
+      rule: 'denial_limit',
+      retry: 'forbidden',
+      limit: 3,
+    });
+    expect(await retriesOf(last)).toBe(0);
   }, 120_000);
 
   it('shows no earlier attempts on an operation that is no retry', async () => {

@@ -245,7 +245,8 @@ export const INTAKE_SQL = {
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
   // Each operation $2 (depth 0) and the earlier attempts of its chain of retries (`retry_of`, followed back, depth 1, 2,
   // …) shown (EARLIER_ATTEMPTS_SHOWN), with who denied each one denied (the key on its approval), and how many of the
-  // links walked (at most $3 back, the operation included) were denied. One probe of the primary key per link; the walk
+  // links walked (at most $3 back, the operation included) were denied, and whether the chain goes on past them
+  // (`uncounted`: the last link walked is itself a retry). One probe of the primary key per link; the walk
   // carries no approval, and the links past those shown are counted here, not answered (a page of long chains answers
   // at most EARLIER_ATTEMPTS_SHOWN + 1 rows per operation), their approvals read only for the rows answered.
   retryChains: `WITH RECURSIVE chain AS (
@@ -258,10 +259,12 @@ export const INTAKE_SQL = {
        FROM chain c JOIN operations o ON o.id = c.retry_of AND o.tenant_id = $1
        WHERE c.depth < $3),
      counted AS (
-       SELECT c.*, count(*) FILTER (WHERE c.denied) OVER (PARTITION BY c.root) AS denials FROM chain c)
+       SELECT c.*, count(*) FILTER (WHERE c.denied) OVER (PARTITION BY c.root) AS denials,
+              bool_or(c.depth = $3 AND c.retry_of IS NOT NULL) OVER (PARTITION BY c.root) AS uncounted
+       FROM chain c)
      SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason, c.denied,
             a.approval->>'decided_by' AS decided_by, a.approval->>'decided_at' AS decided_at,
-            a.approval->>'reason' AS reason, c.denials
+            a.approval->>'reason' AS reason, c.denials, c.uncounted
      FROM counted c LEFT JOIN operations a ON c.denied AND a.id = c.id AND a.tenant_id = $1
      WHERE c.depth <= ${EARLIER_ATTEMPTS_SHOWN}
      ORDER BY c.root, c.depth`,
@@ -499,6 +502,8 @@ export interface RetryChain {
   earlier: EarlierAttempt[];
   /** Denials in the chain, the operation's own included, over the last RETRY_CHAIN_DEPTH links. */
   denials: number;
+  /** The chain goes on past those RETRY_CHAIN_DEPTH links: the denials of its earliest links were not counted. */
+  uncounted: boolean;
 }
 
 /**
@@ -526,9 +531,10 @@ export async function retryChainsOf(
     decided_at: string | null;
     reason: string | null;
     denials: string | number;
+    uncounted: boolean;
   }>(db, INTAKE_SQL.retryChains, [tenantId, asked, RETRY_CHAIN_DEPTH]);
   for (const row of found) {
-    const chain = chains.get(row.root) ?? { earlier: [], denials: Number(row.denials) };
+    const chain = chains.get(row.root) ?? { earlier: [], denials: Number(row.denials), uncounted: row.uncounted };
     chains.set(row.root, chain);
     if (row.depth === 0) continue; // the operation itself: its denial is counted, it is no earlier attempt
     chain.earlier.push({

@@ -575,6 +575,10 @@ describe('operation statuses, terminality and retry rules', () => {
   it('refuses a retry once its chain of retries holds DENIAL_LIMIT denials, and shows it forbidden', () => {
     expect(DENIAL_LIMIT).toBe(3);
     expect([0, 1, 2, 3, 4].map((denials) => denialLimitReached(denials))).toEqual([false, false, false, true, true]);
+    // A chain longer than the walk that counts its denials is not known to be under the limit: padding it with retries
+    // cancelled unsent must not push its denials out of the count.
+    expect([0, 1, 2].map((denials) => denialLimitReached(denials, true))).toEqual([true, true, true]);
+    expect(denialLimitReached(2, false)).toBe(false);
     expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: false, denialLimitReached: true })).toBe(
       RetryRule.FORBIDDEN,
     );

@@ -288,7 +288,7 @@ export function operationRetryRule(op: {
   failureRefuted: boolean;
   verificationContradicted?: boolean;
   retryRefuted?: boolean;
-  /** Its chain of retries (it included) holds DENIAL_LIMIT denials (`denialLimitReached`). */
+  /** Its chain of retries (it included) holds DENIAL_LIMIT denials, or more links than counted (`denialLimitReached`). */
   denialLimitReached?: boolean;
 }): RetryRule {
   if (op.failureRefuted && op.status === S.FAILED) return RetryRule.FORBIDDEN;
@@ -305,9 +305,14 @@ export function operationRetryRule(op: {
  */
 export const DENIAL_LIMIT = 3;
 
-/** A retry of an operation whose chain of retries (it included) holds `denials` denials is refused (`DENIAL_LIMIT`). */
-export function denialLimitReached(denials: number): boolean {
-  return denials >= DENIAL_LIMIT;
+/**
+ * A retry of an operation whose chain of retries (it included) holds `denials` denials is refused (`DENIAL_LIMIT`).
+ * `uncounted`: the chain goes on past the links its denials were counted over — it is not known to be under the limit,
+ * and is refused too: retries cancelled unsent (an agent's own retry and cancel, no reviewer asked) would otherwise pad
+ * a chain until its denials lay past the count.
+ */
+export function denialLimitReached(denials: number, uncounted = false): boolean {
+  return uncounted || denials >= DENIAL_LIMIT;
 }
 
 /** I5: a retry (a new operation with `retry_of`) is allowed only where the rule says it is safe. */

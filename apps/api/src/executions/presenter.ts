@@ -62,14 +62,14 @@ export function shownRetryRule(
   op: OperationEntity,
   lastChange: LastStatusChange | null = null,
   refutedUpTheChain = false,
-  /** Denials in its chain of retries, its own included (persistence `retryChainsOf`): at the limit, no retry. */
-  denials = 0,
+  /** Its chain of retries (persistence `retryChainsOf`): at the denial limit, or longer than counted, no retry. */
+  chain: Pick<RetryChain, 'denials' | 'uncounted'> | undefined = undefined,
 ): RetryRule {
   return operationRetryRule({
     status: op.status,
     ...contradictionsOnRecord(op),
     retryRefuted: refutedUpTheChain || cancelledAsRefutedRetry(op.status, lastChange),
-    denialLimitReached: denialLimitReached(denials),
+    denialLimitReached: denialLimitReached(chain?.denials ?? 0, chain?.uncounted),
   });
 }
 
@@ -144,7 +144,7 @@ export function presentOperation(
       { status: op.status, terminalReason: op.terminalReason, failureRefuted: refuted },
       lastChange,
     ),
-    retry: shownRetryRule(op, lastChange, refutedUpTheChain, chain?.denials),
+    retry: shownRetryRule(op, lastChange, refutedUpTheChain, chain),
     attempt: op.attempt,
     no_change_required: op.noChangeRequired,
     evidence: op.evidence,

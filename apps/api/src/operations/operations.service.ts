@@ -41,6 +41,8 @@ import {
   transaction,
   retriesRefuted,
   retryChainsOf,
+  RETRY_CHAIN_DEPTH,
+  type RetryChain,
 } from '@verity/persistence';
 import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
 import {
@@ -1188,7 +1190,8 @@ export class OperationsService {
         // Reviewers denied this request as many times as one may be (its chain of retries, it included): a retry would
         // ask them again for what they refused. The chain is settled (each link ended), so this read stays true.
         const chain = (await retryChainsOf(tx, principal.tenantId, [op])).get(op.id);
-        if (denialLimitReached(chain?.denials ?? 0)) throw denialLimitProblem(op, locked.status, chain!.denials);
+        if (denialLimitReached(chain?.denials ?? 0, chain?.uncounted))
+          throw denialLimitProblem(op, locked.status, chain!);
         // A retry is a new operation submitted now: params the connector's rules refuse today (accepted before the
         // rule) and an amount the tenant's cap cannot count (not a positive number of its places, or another currency)
         // are refused as intake refuses them, not written to be sent as they were or cancelled at dispatch (after
@@ -1284,13 +1287,23 @@ function alreadyRetried(op: OperationEntity, retry: { operationId: string; execu
 /**
  * 409 denial-limit-reached (rule `denial_limit`): reviewers denied the operation's request DENIAL_LIMIT times (it and
  * its earlier attempts, `retry_of` followed back); a retry would put the same request to them again. Its earlier
- * attempts, who denied each and why, are on the operation (`earlier_attempts`).
+ * attempts, who denied each and why, are on the operation (`earlier_attempts`). A chain longer than the RETRY_CHAIN_DEPTH
+ * links its denials are counted over is refused too (`uncounted`): retries cancelled unsent would otherwise push the
+ * denials out of the count; `denials` is then those counted.
  */
-function denialLimitProblem(op: OperationEntity, status: OperationStatus, denials: number): Problem {
+function denialLimitProblem(
+  op: OperationEntity,
+  status: OperationStatus,
+  chain: Pick<RetryChain, 'denials' | 'uncounted'>,
+): Problem {
+  const { denials } = chain;
   return Problem.conflict(
     'denial-limit-reached',
-    `the request of operation ${op.id} was denied ${denials} times (itself and its earlier attempts): a retry would ` +
-      'ask reviewers for it again',
+    chain.uncounted
+      ? `the request of operation ${op.id} was retried more than ${RETRY_CHAIN_DEPTH} times: its denials are counted ` +
+          `over its last ${RETRY_CHAIN_DEPTH} attempts only (${denials} there), so no retry of it is taken`
+      : `the request of operation ${op.id} was denied ${denials} times (itself and its earlier attempts): a retry ` +
+          'would ask reviewers for it again',
     { current_status: status, retry: RetryRule.FORBIDDEN, rule: 'denial_limit', denials, limit: DENIAL_LIMIT },
   );
 }
