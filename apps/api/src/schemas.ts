@@ -228,7 +228,8 @@ const Operation = z.strictObject({
   earlier_attempts: z.array(EarlierAttempt).meta({
     description:
       'For a retry: the earlier attempts of the same request (its chain of retries, `retry_of` followed back), nearest ' +
-      'first, at most 10, with how each ended and, for a denied one, who denied it, when and why. Empty otherwise.',
+      'first: the 10 nearest and, further back, any of the 3 nearest denials of the chain (its own included), with how ' +
+      'each ended and, for a denied one, who denied it, when and why. Empty otherwise.',
   }),
   sent_at: DateTime.nullable(),
   acknowledged_at: DateTime.nullable(),

@@ -114,13 +114,14 @@ WITH RECURSIVE chain AS (
        WHERE c.depth < $3),
      counted AS (
        SELECT c.*, count(*) FILTER (WHERE c.denied) OVER (PARTITION BY c.root) AS denials,
-              bool_or(c.depth = $3 AND c.retry_of IS NOT NULL) OVER (PARTITION BY c.root) AS uncounted
+              bool_or(c.depth = $3 AND c.retry_of IS NOT NULL) OVER (PARTITION BY c.root) AS uncounted,
+              row_number() OVER (PARTITION BY c.root, c.denied ORDER BY c.depth) AS nth
        FROM chain c)
      SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason, c.denied,
             a.approval->>'decided_by' AS decided_by, a.approval->>'decided_at' AS decided_at,
             a.approval->>'reason' AS reason, c.denials, c.uncounted
      FROM counted c LEFT JOIN operations a ON c.denied AND a.id = c.id AND a.tenant_id = $1
-     WHERE c.depth <= 10
+     WHERE c.depth <= 10 OR (c.denied AND c.nth <= 3)
      ORDER BY c.root, c.depth;
 
 -- unsettledResendOf

@@ -42,7 +42,11 @@ describe('retryChainsOf (real Postgres)', () => {
     const last = ids[12];
     const found = (await retryChainsOf(db.dataSource.manager, 'acme', await ops([last]))).get(last)!;
     expect(found.denials).toBe(3);
-    expect(found.earlier.map((a) => a.operationId)).toEqual(ids.slice(12 - EARLIER_ATTEMPTS_SHOWN, 12).reverse());
+    // The nearest EARLIER_ATTEMPTS_SHOWN, then the denied one further back.
+    expect(found.earlier.map((a) => a.operationId)).toEqual([
+      ...ids.slice(12 - EARLIER_ATTEMPTS_SHOWN, 12).reverse(),
+      ids[0],
+    ]);
     expect(found.earlier[5]).toEqual({
       operationId: ids[6],
       executionId: expect.stringMatching(/^exe_/),
@@ -51,6 +55,20 @@ describe('retryChainsOf (real Postgres)', () => {
       denial: { by: 'key_r', at: '2026-12-07T10:00:00.000Z', reason: 'no 6' },
     });
     expect(found.earlier[0].denial).toBeNull();
+  });
+
+  it('shows a denial further back than the nearest attempts: a reviewer is not kept from it by retries cancelled unsent', async () => {
+    // Denied twice, then retried and cancelled unsent (no reviewer asked) until the denials lie past the nearest shown.
+    const ids = await chain('acme', EARLIER_ATTEMPTS_SHOWN + 4, (i) => i < 2);
+    const last = ids.at(-1)!;
+    const found = (await retryChainsOf(db.dataSource.manager, 'acme', await ops([last]))).get(last)!;
+    expect(found.denials).toBe(2);
+    expect(found.earlier.map((a) => a.operationId)).toEqual([
+      ...ids.slice(-1 - EARLIER_ATTEMPTS_SHOWN, -1).reverse(),
+      ids[1],
+      ids[0],
+    ]);
+    expect(found.earlier.slice(-2).map((a) => a.denial?.reason)).toEqual(['no 1', 'no 0']);
   });
 
   it('walks no more than RETRY_CHAIN_DEPTH links back', async () => {
@@ -77,7 +95,13 @@ describe('retryChainsOf (real Postgres)', () => {
       depth: number;
       denials: string;
     }[];
-    expect(found.map((row) => row.depth)).toEqual(Array.from({ length: EARLIER_ATTEMPTS_SHOWN + 1 }, (_, d) => d));
+    // The nearest, and of the denied ones further back (depths 40, 70, 100) the nearest as many as DENIAL_LIMIT with
+    // the denial at depth 10.
+    expect(found.map((row) => row.depth)).toEqual([
+      ...Array.from({ length: EARLIER_ATTEMPTS_SHOWN + 1 }, (_, d) => d),
+      40,
+      70,
+    ]);
     expect(found.every((row) => Number(row.denials) === 4)).toBe(true);
     expect((await retryChainsOf(db.dataSource.manager, 'acme', await ops([last]))).get(last)!.denials).toBe(4);
   });

@@ -7,6 +7,7 @@ import {
   ReadBackKind,
   TerminalReason,
   VerificationMethodValue,
+  DENIAL_LIMIT,
   canRetry,
   failureRefuted,
   verificationContradicted,
@@ -134,7 +135,11 @@ export interface NewExecution {
 
 /** How many earlier attempts an operation's chain of retries is walked back for (`retryChainsOf`). */
 export const RETRY_CHAIN_DEPTH = 100;
-/** How many of them an operation shows (`earlier_attempts`), nearest first. */
+/**
+ * How many of them an operation shows (`earlier_attempts`), nearest first; further back, any of the chain's DENIAL_LIMIT
+ * nearest denials (the operation's own included) is shown too, so no run of retries cancelled unsent keeps a reviewer
+ * from the denials of the request.
+ */
 export const EARLIER_ATTEMPTS_SHOWN = 10;
 
 export const INTAKE_SQL = {
@@ -244,11 +249,12 @@ export const INTAKE_SQL = {
      SELECT DISTINCT execution_id FROM down WHERE status = '${OperationStatus.PREPARED}' ORDER BY execution_id`,
   retryOf: `SELECT id, execution_id FROM operations WHERE retry_of = $1 AND tenant_id = $2`,
   // Each operation $2 (depth 0) and the earlier attempts of its chain of retries (`retry_of`, followed back, depth 1, 2,
-  // …) shown (EARLIER_ATTEMPTS_SHOWN), with who denied each one denied (the key on its approval), and how many of the
-  // links walked (at most $3 back, the operation included) were denied, and whether the chain goes on past them
-  // (`uncounted`: the last link walked is itself a retry). One probe of the primary key per link; the walk
-  // carries no approval, and the links past those shown are counted here, not answered (a page of long chains answers
-  // at most EARLIER_ATTEMPTS_SHOWN + 1 rows per operation), their approvals read only for the rows answered.
+  // …) shown (EARLIER_ATTEMPTS_SHOWN, and the nearest denied ones further back), with who denied each one denied (the
+  // key on its approval), how many of the links walked (at most $3 back, the operation included) were denied, and
+  // whether the chain goes on past them (`uncounted`: the last link walked is itself a retry). One probe of the primary
+  // key per link; the walk carries no approval, and the links past those shown are counted here, not answered (a page
+  // of long chains answers at most EARLIER_ATTEMPTS_SHOWN + 1 + DENIAL_LIMIT rows per operation), their approvals read
+  // only for the rows answered.
   retryChains: `WITH RECURSIVE chain AS (
        SELECT r.id AS root, 0 AS depth, r.id, r.retry_of, r.execution_id, r.status, r.terminal_reason,
               coalesce(r.approval->>'state' = 'denied', false) AS denied
@@ -260,13 +266,14 @@ export const INTAKE_SQL = {
        WHERE c.depth < $3),
      counted AS (
        SELECT c.*, count(*) FILTER (WHERE c.denied) OVER (PARTITION BY c.root) AS denials,
-              bool_or(c.depth = $3 AND c.retry_of IS NOT NULL) OVER (PARTITION BY c.root) AS uncounted
+              bool_or(c.depth = $3 AND c.retry_of IS NOT NULL) OVER (PARTITION BY c.root) AS uncounted,
+              row_number() OVER (PARTITION BY c.root, c.denied ORDER BY c.depth) AS nth
        FROM chain c)
      SELECT c.root, c.depth, c.id, c.execution_id, c.status, c.terminal_reason, c.denied,
             a.approval->>'decided_by' AS decided_by, a.approval->>'decided_at' AS decided_at,
             a.approval->>'reason' AS reason, c.denials, c.uncounted
      FROM counted c LEFT JOIN operations a ON c.denied AND a.id = c.id AND a.tenant_id = $1
-     WHERE c.depth <= ${EARLIER_ATTEMPTS_SHOWN}
+     WHERE c.depth <= ${EARLIER_ATTEMPTS_SHOWN} OR (c.denied AND c.nth <= ${DENIAL_LIMIT})
      ORDER BY c.root, c.depth`,
   // Another of the tenant's operations on the connector naming the resend_ref that was sent and is not settled
   // (blocksResend): the one a send of operation $4 would re-send (the send guard's reference_unsettled).

@@ -852,7 +852,7 @@ export interface components {
       recovery_obligation: components['schemas']['RecoveryObligation'] | null;
       /** Format: starts_with */
       retry_of: string | null;
-      /** @description For a retry: the earlier attempts of the same request (its chain of retries, `retry_of` followed back), nearest first, at most 10, with how each ended and, for a denied one, who denied it, when and why. Empty otherwise. */
+      /** @description For a retry: the earlier attempts of the same request (its chain of retries, `retry_of` followed back), nearest first: the 10 nearest and, further back, any of the 3 nearest denials of the chain (its own included), with how each ended and, for a denied one, who denied it, when and why. Empty otherwise. */
       earlier_attempts: {
         /** Format: starts_with */
         operation_id: string;
