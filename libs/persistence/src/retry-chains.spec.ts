@@ -111,5 +111,13 @@ describe('retryChainsOf (real Postgres)', () => {
     expect(await retryChainsOf(db.dataSource.manager, 'acme', await ops([ids[1]]))).toEqual(new Map());
     const [plain] = await chain('acme', 1, () => false);
     expect(await retryChainsOf(db.dataSource.manager, 'acme', await ops([plain]))).toEqual(new Map());
+    // A link to another tenant's operation (no API makes one: a retry is of the tenant's own) is not followed either.
+    const [across] = await chain('acme', 1, () => false);
+    await db.dataSource.query(`UPDATE operations SET retry_of = $2 WHERE id = $1`, [across, ids[1]]);
+    expect((await retryChainsOf(db.dataSource.manager, 'acme', await ops([across]))).get(across)).toEqual({
+      earlier: [],
+      denials: 0,
+      uncounted: false,
+    });
   });
 });
