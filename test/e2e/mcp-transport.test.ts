@@ -442,3 +442,30 @@ describe('MCP: messages that are not what they should be', () => {
     });
   });
 });
+
+describe('MCP: the connection the client asks to close', () => {
+  // The transport named `Connection: keep-alive` on every answer, and Node kept the connection open on that word though
+  // the client had said `Connection: close` (or spoke HTTP/1.0, which closes unless asked not to): the answer came, and
+  // the connection stayed open on the server until the client gave up on it (RFC 9112, section 9.6).
+  it.each([
+    ['HTTP/1.1 with Connection: close', 'HTTP/1.1', 'Connection: close\r\n'],
+    ['HTTP/1.0 without keep-alive', 'HTTP/1.0', ''],
+  ])(
+    '%s: the answer says close, and the server closes it',
+    async (_what, version, connection) => {
+      const body = JSON.stringify(listTools);
+      const res = await rawExchange(
+        stack.apiUrl,
+        `POST /mcp ${version}\r\nHost: ${new URL(stack.apiUrl).host}\r\nAuthorization: Bearer ${DEMO.agent}\r\n` +
+          `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n${connection}\r\n${body}`,
+        // Written without ending: a half-closed socket would be closed by the server whatever the answer said.
+        { halfClose: false },
+      );
+      expect(res.status).toBe(200);
+      expect(res.headers.connection).toBe('close');
+      expect(message(res.body).result?.tools).toBeDefined();
+    },
+    15_000,
+  );
+});

@@ -303,6 +303,7 @@ export class McpController {
         deliver?.(message, extra);
       };
     }
+    leaveConnectionToNode(res);
     await transport.handleRequest(req, res, req.body);
   }
 
@@ -446,6 +447,23 @@ function cancelRequest(transport: StreamableHTTPServerTransport, id: string | nu
       { relatedRequestId: id },
     )
     .catch(() => undefined); // answered already, or its response closed
+}
+
+/**
+ * The transport names `Connection: keep-alive` on every answer it writes, and Node keeps a connection open on that word
+ * even where the client said `Connection: close` or spoke HTTP/1.0 without asking for keep-alive: the answer came, and
+ * the connection stayed open on the server until the client gave up on it (RFC 9112, section 9.6: the server closes
+ * it). Without the transport's word Node decides from the request, as it does for every other route.
+ */
+function leaveConnectionToNode(res: Response): void {
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => Response;
+  res.writeHead = ((...args: unknown[]) => {
+    const headers = args[args.length - 1];
+    if (isObject(headers) && !Array.isArray(headers)) {
+      for (const name of Object.keys(headers)) if (name.toLowerCase() === 'connection') delete headers[name];
+    }
+    return writeHead(...args);
+  }) as Response['writeHead'];
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
