@@ -639,4 +639,67 @@ describe('contract edges: problems name what the caller sent', () => {
     });
     expect([named.status, named.body.id]).toEqual([200, created.body.id]);
   });
+
+  it('reads If-Match sent on several lines as one list: the current ETag on any line writes once, none of them 412', async () => {
+    const put = (lines: string[], owner: string) => {
+      const body = JSON.stringify({ obligation_owner: owner });
+      return rawExchange(
+        `PUT /v1/admin/policy HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${DEMO.admin}\r\n` +
+          `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n` +
+          `${lines.map((line) => `if-match: ${line}\r\n`).join('')}\r\n${body}`,
+      );
+    };
+    const before = await http<{ obligation_owner: string }>(stack.apiUrl, 'GET', '/v1/admin/policy', {
+      key: DEMO.admin,
+    });
+    const changes = await count('admin_changes');
+    const stale = await put(Array<string>(50).fill('"a-version-long-gone"'), 'fifty-stale-lines');
+    expect(stale.status).toBe(412);
+    expect(JSON.parse(stale.body)).toMatchObject({ type: 'https://verity.dev/problems/precondition-failed' });
+    expect(await count('admin_changes')).toBe(changes);
+
+    const current = await put(['"a-version-long-gone"', before.headers.get('etag')!], 'current-on-a-second-line');
+    expect(current.status).toBe(200);
+    expect(await count('admin_changes')).toBe(changes + 1);
+    const after = await http<{ obligation_owner: string }>(stack.apiUrl, 'GET', '/v1/admin/policy', {
+      key: DEMO.admin,
+    });
+    expect(after.body.obligation_owner).toBe('current-on-a-second-line');
+  });
+
+  it('answers Expect: 100-continue with no body as a request without one: 100, then 400 naming the body', async () => {
+    const before = await count('executions');
+    const answer = await rawExchange(
+      `POST /v1/executions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${DEMO.agent}\r\n` +
+        'content-type: application/json\r\nexpect: 100-continue\r\ncontent-length: 0\r\nconnection: close\r\n\r\n',
+    );
+    const statuses = [...answer.raw.matchAll(/^HTTP\/1\.1 (\d{3})/gm)].map((m) => Number(m[1]));
+    expect(statuses).toEqual([100, 400]);
+    const problem = JSON.parse(answer.raw.slice(answer.raw.lastIndexOf('\r\n\r\n') + 4)) as FieldProblem;
+    expect(problem.type).toBe('https://verity.dev/problems/validation-error');
+    expect(problem.errors.length).toBeGreaterThan(0);
+    expect(await count('executions')).toBe(before);
+  });
+
+  it.each(['charset=', 'charset=""', 'charset=utf-8\u00ff'])(
+    'refuses Content-Type application/json; %s as a charset that is not UTF-8: 415, nothing written',
+    async (parameter) => {
+      const before = await count('executions');
+      const body = JSON.stringify(submission([charge(unique('charset'))]));
+      // As latin-1 bytes: the last value's ÿ is the one byte 0xFF, as a client that writes latin-1 headers sends it.
+      const answer = await rawExchangeWith(
+        stack.apiUrl,
+        Buffer.from(
+          `POST /v1/executions HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${DEMO.agent}\r\n` +
+            `content-type: application/json; ${parameter}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+            `connection: close\r\n\r\n${body}`,
+          'latin1',
+        ),
+        { halfClose: false },
+      );
+      expect(answer.status).toBe(415);
+      expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://verity.dev/problems/unsupported-media-type' });
+      expect(await count('executions')).toBe(before);
+    },
+  );
 });
