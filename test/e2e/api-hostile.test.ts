@@ -387,6 +387,58 @@ describe('operator role, safe defaults and hostile clients', () => {
       },
     );
 
+    // The body of the request in flight breaks before anything but the server's own checks has read it: the refusal is
+    // that request's answer. Until 2026-12-07 its connection was cut without a word, as a pipelined request's is.
+    const chunked = (path: string, key: string, chunks: string) =>
+      Buffer.concat([
+        Buffer.from(
+          `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\n` +
+            'transfer-encoding: chunked\r\n\r\n',
+          'latin1',
+        ),
+        Buffer.from(chunks, 'latin1'),
+      ]);
+    const body = () => JSON.stringify(submission([charge(unique('chunks'))]));
+    it.each([
+      ['a chunk size that is no hexadecimal number', () => `zz\r\n${body()}\r\n0\r\n\r\n`],
+      ['a chunk longer than its size', () => `5\r\n${body()}\r\n0\r\n\r\n`],
+      [
+        'a raw byte ≥ 0x80 in a chunk extension',
+        () => `${Buffer.byteLength(body()).toString(16)};a=\xff\r\n${body()}\r\n0\r\n\r\n`,
+      ],
+    ])(
+      'a submission whose chunked body has %s: problem+json 400 with its request id, nothing written',
+      async (_name, chunks) => {
+        const before = await count('executions');
+        const answer = await rawExchangeWith(stack.apiUrl, chunked('/v1/executions', DEMO.agent, chunks()), {
+          halfClose: false,
+        });
+        expect(answer.status).toBe(400);
+        expect(answer.headers['content-type']).toBe('application/problem+json; charset=utf-8');
+        expect(answer.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+        expect(answer.headers.connection).toBe('close');
+        expect(JSON.parse(answer.body)).toMatchObject({ status: 400, type: 'https://verity.dev/problems/bad-request' });
+        expect(await count('executions')).toBe(before);
+      },
+    );
+
+    it('a policy PUT whose chunked body breaks: 400, the policy unchanged', async () => {
+      const before = await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin });
+      const sent = JSON.stringify({ obligation_owner: 'broken-chunks' });
+      const answer = await rawExchangeWith(
+        stack.apiUrl,
+        Buffer.from(
+          `PUT /v1/admin/policy HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${DEMO.admin}\r\n` +
+            `content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n2\r\n${sent}\r\n0\r\n\r\n`,
+          'latin1',
+        ),
+        { halfClose: false },
+      );
+      expect(answer.status).toBe(400);
+      expect(JSON.parse(answer.body)).toMatchObject({ type: 'https://verity.dev/problems/bad-request' });
+      expect((await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin })).text).toBe(before.text);
+    });
+
     it('answers nothing while a request on the connection is still handled: the refusal would read as its answer', async () => {
       const before = await count('executions');
       const submit = request(

@@ -26,7 +26,7 @@ import { mountBullBoard, mountBullBoardHeaders } from './bull-board';
 import { BODY_LIMIT_BYTES, bodyErrorHandler } from './http/body-errors';
 import { checkRequestTarget, rejectMissingHost } from './http/client-errors';
 import { refuseDocumentQuery } from './http/no-query';
-import { settleChunkedBody } from './http/parse';
+import { bodyUnread, handOnBody, markBodyUnread, settleChunkedBody } from './http/parse';
 import {
   bodyReadTimeout,
   parseWholeQuery,
@@ -93,6 +93,8 @@ async function bootstrap(): Promise<void> {
   // Every answer under Bull Board's path has its policy and Cache-Control, also a refusal below.
   mountBullBoardHeaders(app);
   app.use(requestContext(app.get<Logger>(LOGGER)));
+  // A body nothing has acted on yet, until the body checks below hand it on (see answerClientErrors).
+  app.use(markBodyUnread);
   // Node's own bare 400 for a missing Host is turned off (answerClientErrors, before the server listens): this is it.
   app.use(rejectMissingHost);
   // Before anything reads Host: an absolute-form target naming another host is refused, and `OPTIONS *` answered.
@@ -123,6 +125,7 @@ async function bootstrap(): Promise<void> {
   // A chunked body the parser left unread: whether it has a byte at all (an empty one is no body).
   app.use(settleChunkedBody);
   app.use(rejectUnsafeJson);
+  app.use(handOnBody);
   await mountBullBoard(app, config);
   app.use([CONSOLE_ROUTE, '/docs', '/docs-json', '/docs-yaml'], refuseReadBody);
   const consoleMissing = mountConsole(app);
@@ -135,7 +138,7 @@ async function bootstrap(): Promise<void> {
   const document = buildOpenApi(app);
   SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
   // Before the server listens, so no request meets Node's own answers (see answerClientErrors).
-  answerClientErrors(app.getHttpServer() as Server, logger);
+  answerClientErrors(app.getHttpServer() as Server, logger, { bodyUnread });
   // Node keeps a request's first 2,000 headers and drops the rest without a word: an If-Match or Idempotency-Key after
   // 2,000 short ones (8 KiB) was never read, and the write it guarded went ahead. Every header is kept; the 16 KiB
   // limit on the request line and headers bounds how many there can be.

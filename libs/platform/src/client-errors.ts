@@ -99,8 +99,18 @@ export function clientErrorResponse(answer: ClientErrorAnswer, requestId: string
  * Not answered at all while a request on the same connection is still being handled (a pipelined request, or a
  * body whose framing broke after its route began): the refusal would read as that request's answer, though it may
  * have done what it asked. The connection is cut instead, and the caller knows only that it does not know.
+ *
+ * Except where `bodyUnread` says the request in flight is the one whose body broke, and that nothing has read it but
+ * the server's own body checks (no route has begun): the refusal is then that request's true answer — a chunk size that
+ * is no hexadecimal number, a chunk longer than its size says — and it is given on its response, with its request id.
+ * Until 2026-12-07 such a request had its connection cut without a word, and its caller could not tell that nothing
+ * had been carried out.
  */
-export function answerClientErrors(server: Server, logger: Logger): void {
+export function answerClientErrors(
+  server: Server,
+  logger: Logger,
+  options: { bodyUnread?: (res: ServerResponse) => boolean } = {},
+): void {
   // Three requests Node answers itself, before any handler (no request id, no problem): answered here the same way.
   // An HTTP/1.1 request without Host got a bare 400 with no body: Node's check is turned off, and the server's handler
   // answers it instead (missingHost: the API's rejectMissingHost, the workers' ops server).
@@ -125,8 +135,16 @@ export function answerClientErrors(server: Server, logger: Logger): void {
     (socket as Duplex & { destroySoon?: () => void }).destroySoon?.();
   });
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    const inFlight = (socket as Duplex & { _httpMessage?: unknown })._httpMessage;
-    if (error.code === 'ECONNRESET' || !socket.writable || inFlight) {
+    const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    if (inFlight) {
+      if (!inFlight.headersSent && !inFlight.req.complete && options.bodyUnread?.(inFlight)) {
+        answerInFlight(inFlight, clientErrorAnswer(error.code), error.code, logger);
+        return;
+      }
       socket.destroy();
       return;
     }
@@ -137,6 +155,29 @@ export function answerClientErrors(server: Server, logger: Logger): void {
     // http.Server sockets allow half-open connections: without this one would stay open until the client closed it.
     (socket as Duplex & { destroySoon?: () => void }).destroySoon?.();
   });
+}
+
+/** The refusal of a request whose body broke before anything read it, on its own response (answerClientErrors). */
+function answerInFlight(
+  res: ServerResponse,
+  answer: ClientErrorAnswer,
+  code: string | undefined,
+  logger: Logger,
+): void {
+  const body = clientErrorBody(answer);
+  logger.debug(
+    { requestId: res.getHeader('x-request-id'), code, status: answer.status },
+    'request refused by the HTTP parser: its body',
+  );
+  // `connection: close`: Node ends the connection once the answer is written; nobody can tell where the next request
+  // would begin.
+  res.writeHead(answer.status, {
+    'content-type': 'application/problem+json; charset=utf-8',
+    ...EVERY_ANSWER_HEADERS,
+    'content-length': Buffer.byteLength(body),
+    connection: 'close',
+  });
+  res.end(body);
 }
 
 /**

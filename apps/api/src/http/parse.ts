@@ -1,6 +1,6 @@
 import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import { newId } from '@verity/platform';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { z } from 'zod';
 import { zodErrors } from '../executions/submission';
@@ -141,6 +141,30 @@ export function hasBody(req: IncomingMessage): boolean {
   if (emptyChunkedBodies.has(req)) return false;
   const length = Number(req.headers['content-length'] ?? 0);
   return length > 0 || req.headers['transfer-encoding'] !== undefined;
+}
+
+/** Requests whose body only the server's own checks have read so far: no route has begun (see answerClientErrors). */
+const bodiesUnread = new WeakSet<IncomingMessage>();
+
+/**
+ * Middleware before the body checks: a request with a body is marked as one nothing has acted on. A body whose framing
+ * breaks while it is so marked (a chunk size that is no hexadecimal number) is answered 400 on its own response,
+ * instead of having its connection cut without a word.
+ */
+export function markBodyUnread(req: Request, _res: Response, next: NextFunction): void {
+  if (hasBody(req)) bodiesUnread.add(req);
+  next();
+}
+
+/** Middleware after the body checks: from here on a route may act on the request. */
+export function handOnBody(req: Request, _res: Response, next: NextFunction): void {
+  bodiesUnread.delete(req);
+  next();
+}
+
+/** Whether the request `res` answers is still marked by markBodyUnread. */
+export function bodyUnread(res: ServerResponse): boolean {
+  return bodiesUnread.has(res.req);
 }
 
 /**
