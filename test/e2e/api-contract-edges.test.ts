@@ -667,6 +667,34 @@ describe('contract edges: problems name what the caller sent', () => {
     expect(after.body.obligation_owner).toBe('current-on-a-second-line');
   });
 
+  // RFC 9110, section 5.6.1.2: a recipient ignores empty elements of a list (`"v1", , "v2"`, a trailing comma). They
+  // were a 400 `invalid_format`, as if the list named no version.
+  it.each([
+    ['a trailing comma', (etag: string) => `${etag},`],
+    ['a leading empty element', (etag: string) => ` , ${etag}`],
+    ['an empty element between two tags', (etag: string) => `"a-version-long-gone", ,${etag}`],
+  ])('reads If-Match with %s as the list without it: the current ETag writes', async (_what, spell) => {
+    const before = await http(stack.apiUrl, 'GET', '/v1/admin/policy', { key: DEMO.admin });
+    const owner = unique('empty-element');
+    const written = await http<{ obligation_owner: string }>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { obligation_owner: owner },
+      headers: { 'if-match': spell(before.headers.get('etag')!) },
+    });
+    expect(written.status).toBe(200);
+    expect(written.body.obligation_owner).toBe(owner);
+    // Only empty elements name no version at all: still a 400, nothing written.
+    const changes = await count('admin_changes');
+    const none = await http<FieldProblem>(stack.apiUrl, 'PUT', '/v1/admin/policy', {
+      key: DEMO.admin,
+      body: { obligation_owner: 'no-version-named' },
+      headers: { 'if-match': ' , ,' },
+    });
+    expect(none.status).toBe(400);
+    expect(none.body.errors).toEqual([expect.objectContaining({ field: 'If-Match', rule: 'invalid_format' })]);
+    expect(await count('admin_changes')).toBe(changes);
+  });
+
   it('answers Expect: 100-continue with no body as a request without one: 100, then 400 naming the body', async () => {
     const before = await count('executions');
     const answer = await rawExchange(
