@@ -546,6 +546,14 @@ export const PROBLEMS = {
     summary:
       'Redis cannot be reached, and the request is nothing but Redis (a re-check, Bull Board): nothing was done (see Retry-After)',
   },
+  'secrets-unreadable': {
+    status: 503,
+    title: 'Service unavailable',
+    detail:
+      'this API process cannot open the tenant’s connector secrets (its SECRETS_KEY is not the key they were sealed with), so it gives no answer that could hold one of their values; a change the request asked for may have been made: read the state, or repeat it with the same Idempotency-Key, once the key is set right',
+    summary:
+      'This API process’s SECRETS_KEY does not open the tenant’s connector secrets, so no answer is given unredacted (see Retry-After)',
+  },
   'api-stopping': {
     status: 503,
     title: 'Service unavailable',

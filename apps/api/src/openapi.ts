@@ -150,7 +150,7 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   415: 'The body is not JSON',
   422: 'Idempotency-Key reused with a different body',
   429: 'Rate limit (or open-stream limit) reached; see Retry-After',
-  503: 'Postgres is unreachable; nothing was written; see Retry-After',
+  503: 'Postgres is unreachable (nothing was written), or this process cannot open the tenant’s secrets; see Retry-After',
 };
 
 /** The problems each status stands for when a route names only the status. */
@@ -409,7 +409,7 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
         addProblems(operation, 401, ['unauthorized'], instance);
         addProblems(operation, 403, ['operator-not-tenant'], instance);
         addProblems(operation, 429, ['rate-limited', 'too-many-failed-authentications'], instance);
-        addProblems(operation, 503, ['database-unavailable'], instance);
+        addProblems(operation, 503, ['database-unavailable', 'secrets-unreadable'], instance);
         if (method !== 'get' && path.startsWith('/v1/')) documentUncertainWrite(operation);
       }
       setInstances(operation, path);

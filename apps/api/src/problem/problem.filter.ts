@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Inject } from '@nestjs/common';
 import { IllegalTransitionError } from '@verity/status-model';
-import { KeyRevokedError, isDatabaseUnavailable, isQueryTimeout } from '@verity/persistence';
+import { KeyRevokedError, SecretUnreadableError, isDatabaseUnavailable, isQueryTimeout } from '@verity/persistence';
 import { LOGGER, Logger, OutageLog } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { STATUS_CODES } from 'node:http';
@@ -62,6 +62,8 @@ export class ProblemFilter implements ExceptionFilter {
         to: error.to,
       });
     }
+    // The tenant's secrets, read to redact the answer (RedactSecretValues) or at intake, do not open here.
+    if (error instanceof SecretUnreadableError) return Problem.secretsUnreadable();
     const parser = bodyParserProblem(error);
     if (parser) return parser;
     if (error instanceof HttpException) {

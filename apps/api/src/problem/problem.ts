@@ -57,6 +57,7 @@ export const PROBLEM_CODES = [
   'internal',
   'database-unavailable',
   'queue-unavailable',
+  'secrets-unreadable',
   'not-ready',
   'api-stopping',
 ] as const;
@@ -164,6 +165,24 @@ export class Problem extends Error {
         : 'the database cannot be reached; nothing was written',
       {},
       { 'retry-after': '1' },
+    );
+  }
+
+  /**
+   * The tenant's connector secrets do not open with this API process's SECRETS_KEY (unset, or not the key they were
+   * sealed with): every answer to the tenant is redacted with them, so none is given rather than one unredacted.
+   * Another process (or this one, its key set right) can answer; a change asked for may have been made already.
+   */
+  static secretsUnreadable(): Problem {
+    return new Problem(
+      503,
+      'secrets-unreadable',
+      'Service unavailable',
+      'this API process cannot open the tenant’s connector secrets (its SECRETS_KEY is not the key they were sealed ' +
+        'with), so it gives no answer that could hold one of their values; a change the request asked for may have ' +
+        'been made: read the state, or repeat it with the same Idempotency-Key, once the key is set right',
+      {},
+      { 'retry-after': '5' },
     );
   }
 

@@ -1187,6 +1187,7 @@ export interface components {
         | 'https://verity.dev/problems/internal'
         | 'https://verity.dev/problems/database-unavailable'
         | 'https://verity.dev/problems/queue-unavailable'
+        | 'https://verity.dev/problems/secrets-unreadable'
         | 'https://verity.dev/problems/not-ready'
         | 'https://verity.dev/problems/api-stopping';
       title: string;
@@ -1499,7 +1500,7 @@ export interface components {
         'application/problem+json': components['schemas']['Problem'];
       };
     };
-    /** @description Postgres is unreachable; nothing was written; see Retry-After */
+    /** @description Postgres is unreachable (nothing was written), or this process cannot open the tenant’s secrets; see Retry-After */
     Problem503: {
       headers: {
         /** @description seconds to wait before trying again */

@@ -1,0 +1,74 @@
+import { DEMO, Stack } from '../support/stack';
+import { charge, http, submission, unique } from '../support/http';
+import { openStream } from './api-sse';
+
+const SEALED_WITH = Buffer.alloc(32, 1).toString('base64');
+const ANOTHER_KEY = Buffer.alloc(32, 2).toString('base64');
+
+/**
+ * Every answer to a tenant's key is redacted with the tenant's secrets of now; an API process whose SECRETS_KEY does not
+ * open them (a key rotated on one process and not the other) cannot redact, so it answers a problem that says so (503
+ * secrets-unreadable) rather than the stored text — not 500 "an unexpected error occurred".
+ */
+describe('an API whose SECRETS_KEY does not open the tenant’s secrets', () => {
+  let stack: Stack;
+  let otherApi: string;
+  let executionId: string;
+
+  beforeAll(async () => {
+    stack = await Stack.start({
+      label: 'secretsunopened',
+      dispatchers: 0,
+      reconcilers: 0,
+      env: { SECRETS_KEY: SEALED_WITH },
+    });
+    const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      headers: { 'idempotency-key': unique('unopened') },
+      body: submission([charge('order-unopened')]),
+    });
+    expect(created.status).toBe(201);
+    executionId = created.body.id;
+    const secret = await http(stack.apiUrl, 'PUT', '/v1/admin/connector-settings/http', {
+      key: DEMO.admin,
+      body: { secrets: { crm_token: 'crm-token-sealed-elsewhere' } },
+    });
+    expect(secret.status).toBe(200);
+    otherApi = await stack.startApi({ SECRETS_KEY: ANOTHER_KEY });
+  }, 90_000);
+  afterAll(async () => {
+    await stack?.stop();
+  });
+
+  it('a read is 503 secrets-unreadable, saying why, not the stored text', async () => {
+    const read = await http<{ type: string; detail: string }>(otherApi, 'GET', `/v1/executions/${executionId}`, {
+      key: DEMO.agent,
+    });
+    expect(read.status).toBe(503);
+    expect(read.headers.get('retry-after')).toBe('5');
+    expect(read.body.type).toMatch(/secrets-unreadable$/);
+    expect(read.body.detail).toContain('SECRETS_KEY');
+    expect(read.text).not.toContain('order-unopened');
+  });
+
+  it('a submission there is the same 503 (intake reads the secrets too)', async () => {
+    const created = await http<{ type: string }>(otherApi, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      headers: { 'idempotency-key': unique('unopened') },
+      body: submission([charge('order-unopened-2')]),
+    });
+    expect(created.status).toBe(503);
+    expect(created.body.type).toMatch(/secrets-unreadable$/);
+  });
+
+  it('the API whose key opens them streams as before', async () => {
+    const stream = await openStream(`${stack.apiUrl}/v1/executions/${executionId}/stream`, DEMO.agent);
+    try {
+      expect(stream.status).toBe(200);
+      const frames = await stream.waitFor((sent) => sent.length > 0, 15_000);
+      expect(frames[0].event).toBe('execution.created');
+    } finally {
+      stream.abort();
+    }
+  });
+});
