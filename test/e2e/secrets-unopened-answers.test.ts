@@ -8,7 +8,9 @@ const ANOTHER_KEY = Buffer.alloc(32, 2).toString('base64');
 /**
  * Every answer to a tenant's key is redacted with the tenant's secrets of now; an API process whose SECRETS_KEY does not
  * open them (a key rotated on one process and not the other) cannot redact, so it answers a problem that says so (503
- * secrets-unreadable) rather than the stored text — not 500 "an unexpected error occurred".
+ * secrets-unreadable) rather than the stored text — not 500 "an unexpected error occurred". The event stream too, before
+ * it has begun: not a 200 closed at its first page with no event and no `end`, which a client reconnects to every
+ * second for ever.
  */
 describe('an API whose SECRETS_KEY does not open the tenant’s secrets', () => {
   let stack: Stack;
@@ -59,6 +61,26 @@ describe('an API whose SECRETS_KEY does not open the tenant’s secrets', () => 
     });
     expect(created.status).toBe(503);
     expect(created.body.type).toMatch(/secrets-unreadable$/);
+  });
+
+  it('the stream is that problem before it begins, not a 200 closed with no event nor `end`', async () => {
+    const stream = await openStream(`${otherApi}/v1/executions/${executionId}/stream`, DEMO.agent);
+    try {
+      expect({ status: stream.status, type: stream.contentType }).toEqual({
+        status: 503,
+        type: expect.stringContaining('application/problem+json') as unknown,
+      });
+    } finally {
+      stream.abort();
+    }
+  });
+
+  it('a HEAD of the stream answers the headers that GET would: the same 503', async () => {
+    const res = await fetch(`${otherApi}/v1/executions/${executionId}/stream`, {
+      method: 'HEAD',
+      headers: { authorization: `Bearer ${DEMO.agent}` },
+    });
+    expect(res.status).toBe(503);
   });
 
   it('the API whose key opens them streams as before', async () => {

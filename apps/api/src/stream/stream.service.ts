@@ -95,6 +95,10 @@ export class StreamService {
     const fromHeader = await this.cursorOf(principal, executionId, cursors.lastEventId, 'Last-Event-ID');
     const fromAfter = await this.cursorOf(principal, executionId, cursors.after, 'after');
     let cursor = fromHeader ?? fromAfter ?? 0;
+    // Each page is redacted with the tenant's secrets (below): secrets that do not open with this process's key are
+    // answered as every other read answers them (503 secrets-unreadable), before the stream's 200 — not found at its
+    // first page, which ended a stream already begun with no event and no `end` (a client reconnected every second).
+    await this.connectors.answerRedactorOf(principal.tenantId);
     // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
     // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
     if (head) {
