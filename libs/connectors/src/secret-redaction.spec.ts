@@ -70,6 +70,17 @@ describe('secretRedactor', () => {
     });
   });
 
+  it('leaves no part of a secret that overlaps another where both stand: the overlapping text is replaced whole', () => {
+    // Two values where one's end is the other's start: the text holds both, the first found hid only part of the second.
+    for (const make of [secretRedactor, answerRedactor]) {
+      const overlapping = make({ first: 'abcd-1234', second: '1234-wxyz' });
+      expect(overlapping('id abcd-1234-wxyz.')).toBe('id {{secret:first}}.');
+      expect(overlapping('id 1234-wxyz and abcd-1234-wxyz')).toBe('id {{secret:second}} and {{secret:first}}');
+      // Percent-encoded as well (decoded and searched): the same whole replacement.
+      expect(overlapping('q=abcd%2D1234%2Dwxyz')).toBe('q={{secret:first}}');
+    }
+  });
+
   it('replaces the longest secret first, so one that contains another is replaced whole', () => {
     expect(redact('s3cr3t-Token-and-more / s3cr3t-Token')).toBe('{{secret:long}} / {{secret:token}}');
   });

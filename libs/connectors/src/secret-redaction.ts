@@ -155,6 +155,9 @@ function textRedactor(secrets: Readonly<Record<string, string>> | undefined): ((
     pattern.lastIndex = 0;
     for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
       found.push({ start: match.index, end: match.index + match[0].length, name: byText.get(match[0])! });
+      // Searched again from the next character, not past the match: a value that starts inside this one (their texts
+      // overlap) is found too, and replaced with it (replaceSpans) rather than left partly shown.
+      pattern.lastIndex = match.index + 1;
     }
     if (/%[0-7][0-9a-f]|\+/i.test(text)) found.push(...percentEncodedSpans(text, decodedValues));
     return found.length === 0 ? text : replaceSpans(text, found);
@@ -203,14 +206,18 @@ function percentEncodedSpans(text: string, values: ReadonlyMap<string, string>):
 
 /**
  * `text` with each span replaced by its secret's placeholder, in one pass: of overlapping spans the one that starts
- * first wins, then the longest (a secret that contains another is replaced whole), then the first name.
+ * first names the placeholder, then the longest (a secret that contains another is replaced whole), then the first
+ * name; the text of a span that overlaps it and ends later is replaced with it, so no part of either value is left.
  */
 function replaceSpans(text: string, spans: Span[]): string {
   spans.sort((a, b) => a.start - b.start || b.end - a.end || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   let out = '';
   let done = 0;
   for (const span of spans) {
-    if (span.start < done) continue;
+    if (span.start < done) {
+      done = Math.max(done, span.end);
+      continue;
+    }
     out += text.slice(done, span.start) + secretPlaceholder(span.name);
     done = span.end;
   }
