@@ -1,4 +1,4 @@
-import { ConnectorRegistry } from '@verity/connectors';
+import { ConnectorRegistry, Redact, TenantConnectors, TenantSecretsCache } from '@verity/connectors';
 import {
   KeyRevokedError,
   SecretsCipher,
@@ -111,5 +111,49 @@ describe('ConnectorSettingsService.put with spending caps (real Postgres)', () =
     );
     expect(refusal).toBeInstanceOf(KeyRevokedError);
     expect(await spendLedger(db.dataSource.manager, 'gamma')).toEqual([]);
+  });
+});
+
+/**
+ * The API process that changes a tenant's secrets answers its next request with the secrets of now, not with what it
+ * kept before the change: it does not wait for its own NOTIFY to reach it (the change's answer may come first).
+ */
+describe("ConnectorSettingsService: the values kept by the process that changes a tenant's secrets (real Postgres)", () => {
+  const db = useTestDatabase('secretwriter', ['acme']);
+  const acme: Principal = { keyId: 'key_secretwriter_acme', tenantId: 'acme', role: 'admin' };
+  const VALUE = 'value-w-Qx81pL';
+  const OTHER = 'another-w-Zr2';
+  const text = `paid with ${VALUE} and ${OTHER}`;
+  let kept: TenantSecretsCache<Redact>;
+  let connectors: TenantConnectors;
+  let service: ConnectorSettingsService;
+
+  beforeAll(async () => {
+    await insertStandingKeys(db.dataSource.manager, 'acme', [acme.keyId]);
+    const cipher = new SecretsCipher(undefined);
+    const registry = new ConnectorRegistry();
+    const config = { NODE_ENV: 'test' } as VerityConfig;
+    kept = new TenantSecretsCache<Redact>();
+    // As while the process listens: its LISTEN connection is up, and no announcement of these changes reached it yet.
+    kept.setLive(true);
+    connectors = new TenantConnectors(registry, db.dataSource, cipher, config, kept);
+    service = new ConnectorSettingsService(db.dataSource, cipher, registry, config, pino({ level: 'silent' }), kept);
+  });
+
+  const answered = async () => (await connectors.answerRedactorOf('acme'))(text);
+
+  it('a secret set, replaced, deleted or cleared is what its next answer is redacted with', async () => {
+    expect(await answered()).toBe(text);
+    expect(kept.tenants).toBe(1);
+    await service.put(acme, 'http', { secrets: { tok: VALUE } });
+    expect(await answered()).toBe(`paid with {{secret:tok}} and ${OTHER}`);
+    await service.put(acme, 'http', { secrets: { tok: OTHER } });
+    expect(await answered()).toBe(`paid with ${VALUE} and {{secret:tok}}`);
+    await service.deleteSecret(acme, 'http', 'tok');
+    expect(await answered()).toBe(text);
+    await service.put(acme, 'http', { secrets: { tok: VALUE } });
+    expect(await answered()).toBe(`paid with {{secret:tok}} and ${OTHER}`);
+    await service.clear(acme, 'http');
+    expect(await answered()).toBe(text);
   });
 });

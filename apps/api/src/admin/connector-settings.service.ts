@@ -1,6 +1,12 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ConnectorRegistry, ConnectorSettingsInput, amountFieldErrors, fieldSegments } from '@verity/connectors';
+import {
+  ConnectorRegistry,
+  ConnectorSettingsInput,
+  TenantSecretsCache,
+  amountFieldErrors,
+  fieldSegments,
+} from '@verity/connectors';
 import {
   CapUsage,
   SPENDING_PERIOD_SECONDS,
@@ -41,6 +47,7 @@ export class ConnectorSettingsService {
     private readonly connectors: ConnectorRegistry,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
     @Inject(LOGGER) private readonly logger: Logger,
+    private readonly secretValues: TenantSecretsCache = new TenantSecretsCache(),
   ) {}
 
   async list(principal: Principal): Promise<{ data: ConnectorSettingsViewOf[] }> {
@@ -155,6 +162,7 @@ export class ConnectorSettingsService {
         };
       }),
     );
+    if (input.secrets !== undefined) this.secretsChanged(principal);
     this.logger.info(
       {
         tenantId: principal.tenantId,
@@ -187,6 +195,7 @@ export class ConnectorSettingsService {
         }),
       ),
     );
+    this.secretsChanged(principal);
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName, secretName: name }, 'secret deleted');
   }
 
@@ -201,7 +210,17 @@ export class ConnectorSettingsService {
         ),
       ),
     );
+    this.secretsChanged(principal);
     this.logger.info({ tenantId: principal.tenantId, connector: connectorName }, 'connector settings cleared');
+  }
+
+  /**
+   * A change of the tenant's secrets has committed: the values this process kept for its answers are dropped now, before
+   * the change is answered. Every process drops them when the change's NOTIFY reaches it; this one may answer (and be
+   * asked again) before its own does, and would then answer with the values from before the change.
+   */
+  private secretsChanged(principal: Principal): void {
+    this.secretValues.changed(principal.tenantId);
   }
 
   /** Every write is recorded in the history of admin changes (GET /v1/admin/changes), in its own transaction. */
