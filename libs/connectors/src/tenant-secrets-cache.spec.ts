@@ -1,4 +1,4 @@
-import { MAX_CACHED_CHARACTERS, MAX_CACHED_TENANTS, TenantSecretsCache } from './tenant-secrets-cache';
+import { MAX_CACHED_CHARACTERS, MAX_CACHED_TENANTS, MAX_KEPT_MS, TenantSecretsCache } from './tenant-secrets-cache';
 
 /** A read of a tenant's secrets, counted, that ends when the test says so (`finish`) or at once. */
 function reader(value: string, size = value.length) {
@@ -90,6 +90,30 @@ describe('TenantSecretsCache', () => {
     stale.finish();
     expect(await reading).toBe('before');
     expect(cache.tenants).toBe(0);
+  });
+
+  it('reads again what it kept after MAX_KEPT_MS, even while live: a LISTEN connection dead without a word keeps no value for long', async () => {
+    // A connection an idle-timeout dropped silently (a NAT, a proxy) is never seen lost: no announcement reaches the
+    // process, and what it kept would be used for as long as it lives.
+    jest.useFakeTimers({ now: new Date('2026-12-07T10:00:00Z') });
+    try {
+      const cache = new TenantSecretsCache<string>();
+      cache.setLive(true);
+      const acme = reader('v1');
+      await cache.get('acme', acme.read());
+      jest.setSystemTime(Date.now() + MAX_KEPT_MS - 1);
+      await cache.get('acme', acme.read());
+      expect(acme.reads).toBe(1);
+      jest.setSystemTime(Date.now() + 1);
+      const changed = reader('v2');
+      expect(await cache.get('acme', changed.read())).toBe('v2');
+      expect(changed.reads).toBe(1);
+      // What was read again is kept for as long again.
+      await cache.get('acme', changed.read());
+      expect(changed.reads).toBe(1);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('is bounded: by tenants (the least recently used dropped first) and by characters', async () => {

@@ -4,10 +4,17 @@ import { Injectable } from '@nestjs/common';
 export const MAX_CACHED_TENANTS = 1_000;
 /** At most this many characters of secret values (names included) are kept by a process, all tenants together. */
 export const MAX_CACHED_CHARACTERS = 1_000_000;
+/**
+ * What was read is kept at most this long, even while the LISTEN connection is up: a connection that died without a
+ * word (an idle flow a NAT or a proxy dropped) is never seen lost, and hears nothing. As long as a key is trusted.
+ */
+export const MAX_KEPT_MS = 10_000;
 
 interface Entry<T> {
   value: T;
   size: number;
+  /** Used until then (Date.now()), and read again after. */
+  until: number;
 }
 
 /**
@@ -20,7 +27,7 @@ interface Entry<T> {
  * A read that began before a change was announced may end after the announcement was handled, with the values from
  * before it: every announcement and every change of the connection moves `generation`, and what a read found is kept
  * only when the generation did not move while it ran. Values are kept in this process' memory only, as they are
- * opened; bounded by tenants and by characters.
+ * opened; bounded by tenants, by characters, and in time (MAX_KEPT_MS: a connection lost unseen hears nothing).
  */
 @Injectable()
 export class TenantSecretsCache<T = unknown> {
@@ -43,17 +50,20 @@ export class TenantSecretsCache<T = unknown> {
 
   /**
    * What is kept for `tenantId`, or else what `read` gives (secret values, and how many characters they hold): kept when
-   * changes reach this process, none was announced while `read` ran, and it fits.
+   * changes reach this process, none was announced while `read` ran, and it fits; for MAX_KEPT_MS at most.
    */
   async get(tenantId: string, read: () => Promise<{ value: T; size: number }>): Promise<T> {
     const kept = this.live ? this.entries.get(tenantId) : undefined;
-    if (kept) {
+    if (kept && kept.until <= Date.now()) this.drop(tenantId);
+    else if (kept) {
       // The most recently used last: the first in the map is the one dropped when the bounds are reached.
       this.entries.delete(tenantId);
       this.entries.set(tenantId, kept);
       return kept.value;
     }
     const generation = this.generation;
+    // Counted from when the read began: what it found is as old as that.
+    const began = Date.now();
     const found = await read();
     if (this.live && generation === this.generation && found.size <= MAX_CACHED_CHARACTERS) {
       this.drop(tenantId);
@@ -63,7 +73,7 @@ export class TenantSecretsCache<T = unknown> {
       ) {
         this.drop(this.entries.keys().next().value as string);
       }
-      this.entries.set(tenantId, found);
+      this.entries.set(tenantId, { value: found.value, size: found.size, until: began + MAX_KEPT_MS });
       this.size += found.size;
     }
     return found.value;
