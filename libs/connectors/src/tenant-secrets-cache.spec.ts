@@ -116,6 +116,28 @@ describe('TenantSecretsCache', () => {
     }
   });
 
+  it('with `heard`, uses what it kept only once every change committed before the answer was asked for is heard', async () => {
+    const cache = new TenantSecretsCache<string>();
+    let hear: (() => void) | undefined;
+    cache.setLive(true, () => new Promise<void>((resolve) => (hear = resolve)));
+    const acme = reader('v1');
+    // Nothing kept: read, no round trip needed.
+    expect(await cache.get('acme', acme.read())).toBe('v1');
+    expect(hear).toBeUndefined();
+    const changed = reader('v2');
+    const answering = cache.get('acme', changed.read());
+    // The change's announcement arrives during the round trip: what was kept is not used.
+    cache.changed('acme');
+    hear?.();
+    expect(await answering).toBe('v2');
+    expect(changed.reads).toBe(1);
+    // The round trip failing (the connection lost under it): read.
+    cache.setLive(true, () => Promise.reject(new Error('lost')));
+    await cache.get('acme', changed.read());
+    expect(await cache.get('acme', changed.read())).toBe('v2');
+    expect(changed.reads).toBe(3);
+  });
+
   it('is bounded: by tenants (the least recently used dropped first) and by characters', async () => {
     const cache = new TenantSecretsCache<string>();
     cache.setLive(true);

@@ -35,10 +35,17 @@ export class TenantSecretsCache<T = unknown> {
   private size = 0;
   private live = false;
   private generation = 0;
+  private heard: (() => Promise<void>) | undefined;
 
-  /** Whether changes of secrets reach this process now (the LISTEN connection is up, and listens). */
-  setLive(live: boolean): void {
+  /**
+   * Whether changes of secrets reach this process now (the LISTEN connection is up, and listens). `heard`: resolves
+   * once every change committed before it was called has been announced here (`changed`) — a round trip on the LISTEN
+   * connection; what is kept is used only after it, so a change answered to a client before it asked is never missed.
+   * Without it, what is kept is used as it is (a change not yet delivered is not seen).
+   */
+  setLive(live: boolean, heard?: () => Promise<void>): void {
     this.live = live;
+    this.heard = live ? heard : undefined;
     this.dropAll();
   }
 
@@ -53,7 +60,14 @@ export class TenantSecretsCache<T = unknown> {
    * changes reach this process, none was announced while `read` ran, and it fits; for MAX_KEPT_MS at most.
    */
   async get(tenantId: string, read: () => Promise<{ value: T; size: number }>): Promise<T> {
-    const kept = this.live ? this.entries.get(tenantId) : undefined;
+    let kept = this.live ? this.entries.get(tenantId) : undefined;
+    if (kept && this.heard) {
+      // A change committed (and answered) before this answer was asked for may not have been delivered yet: heard first.
+      kept = await this.heard().then(
+        () => (this.live ? this.entries.get(tenantId) : undefined),
+        () => undefined,
+      );
+    }
     if (kept && kept.until <= Date.now()) this.drop(tenantId);
     else if (kept) {
       // The most recently used last: the first in the map is the one dropped when the bounds are reached.

@@ -40,6 +40,9 @@ WITH deleted AS (
 -- listenForSecretChanges
 LISTEN verity_tenant_secrets;
 
+-- heardSoFar
+SELECT 1;
+
 -- deleteSettings
 DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2;
 

@@ -95,6 +95,8 @@ export const CONNECTOR_SETTINGS_SQL = {
      )
      SELECT pg_notify('${TENANT_SECRETS_CHANNEL}', $1) WHERE EXISTS (SELECT 1 FROM deleted)`,
   listenForSecretChanges: `LISTEN ${TENANT_SECRETS_CHANNEL}`,
+  // On the LISTEN connection: answered after every notification committed before it was sent (see heardSoFar).
+  heardSoFar: `SELECT 1`,
   deleteSettings: `DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   settingsMeta: `SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   secretNames: `SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name`,
@@ -257,4 +259,14 @@ export async function connectorSettingsMeta(
  */
 export async function listenForSecretChanges(connection: { query(sql: string): Promise<unknown> }): Promise<void> {
   await connection.query(CONNECTOR_SETTINGS_SQL.listenForSecretChanges);
+}
+
+/**
+ * One round trip on the LISTEN connection: when it resolves, every change of tenants' secrets that committed before it
+ * was sent has been handed to the connection's `notification` events. The committing session signals the listening one
+ * before the change is answered, and Postgres sends a listening session's pending notifications before it reports a
+ * statement done; pg emits them, in the order received, before the statement's promise resolves.
+ */
+export async function heardSoFar(connection: { query(sql: string): Promise<unknown> }): Promise<void> {
+  await connection.query(CONNECTOR_SETTINGS_SQL.heardSoFar);
 }

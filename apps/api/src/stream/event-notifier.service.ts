@@ -4,6 +4,7 @@ import {
   KEY_REVOCATION_CHANNEL,
   ResilientPgClient,
   TENANT_SECRETS_CHANNEL,
+  heardSoFar,
   listenForKeyRevocations,
   listenForSecretChanges,
 } from '@verity/persistence';
@@ -155,7 +156,10 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     this.keys.invalidateAll();
     this.keys.setRevocationsLive(true);
     // Nothing read before now is kept (setLive drops all): a change committed while no one listened is not missed.
-    this.secretValues.setLive(true);
+    this.secretValues.setLive(
+      true,
+      sharedRoundTrips(() => heardSoFar(client)),
+    );
   }
 
   private scheduleReconnect(): void {
@@ -193,4 +197,27 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     // A reconnect under way is ended with the live one: its LISTEN would otherwise be taken after shutdown and held.
     await Promise.all([this.client, this.connecting].map((client) => client?.end().catch(() => undefined)));
   }
+}
+
+/**
+ * `roundTrip` made for whoever waits, one at a time: those who ask while one is under way share the next one (sent
+ * after they asked, so it hears what committed before), not the one under way.
+ */
+function sharedRoundTrips(roundTrip: () => Promise<void>): () => Promise<void> {
+  let next: Promise<void> | null = null;
+  let underWay: Promise<void> = Promise.resolve();
+  return () => {
+    next ??= underWay.then(
+      () => {
+        next = null;
+        return roundTrip();
+      },
+      () => {
+        next = null;
+        return roundTrip();
+      },
+    );
+    underWay = next;
+    return next;
+  };
 }
