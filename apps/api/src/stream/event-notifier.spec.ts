@@ -217,6 +217,30 @@ describe("EventNotifier and the tenant's secret values kept for answers (real Po
     );
   });
 
+  it('the very next answer after a change committed elsewhere is read anew; a change rolled back drops nothing', async () => {
+    // What is kept for acme (read now, or by the test before).
+    const kept = await cache.get('acme', read('kept'));
+    expect(await cache.get('acme', read('not read'))).toBe(kept);
+    // Rolled back: its NOTIFY is never sent, and the round trip before the next answer hears nothing.
+    const runner = db.dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await runner.startTransaction();
+      await writeConnectorSecret(runner.manager, cipher, 'acme', 'http', 'rolled', 'rolled-back-1', 'key_t');
+      await runner.rollbackTransaction();
+    } finally {
+      await runner.release();
+    }
+    const before = reads;
+    expect(await cache.get('acme', read('not read'))).toBe(kept);
+    expect(reads).toBe(before);
+    // Committed: the next answer, with no wait, reads the values of now.
+    await writeConnectorSecret(db.dataSource.manager, cipher, 'acme', 'http', 'token', 'token-value-2', 'key_t');
+    expect(await cache.get('acme', read('token-value-2'))).toBe('token-value-2');
+    expect(await deleteConnectorSecret(db.dataSource.manager, 'acme', 'http', 'token')).toBe(true);
+    expect(await cache.get('acme', read('none again'))).toBe('none again');
+  });
+
   it('the LISTEN connection lost: nothing is kept, nor used, until it listens again', async () => {
     await cache.get('acme', read('kept'));
     const listening = (notifier as unknown as { client: { processID: number } | null }).client!.processID;
