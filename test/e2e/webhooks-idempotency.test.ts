@@ -79,6 +79,21 @@ describe('POST /v1/admin/webhooks with an Idempotency-Key', () => {
     expect(await endpointsAt(body.url)).toBe(1);
   });
 
+  it('the events in another order are the same subscription: the replay, not 422', async () => {
+    const key = unique('wh-idem');
+    const url = `http://127.0.0.1:${port}/${unique('order')}`;
+    const first = await create(key, { url, events: ['operation.settled', 'execution.finished'] });
+    expect(first.status).toBe(201);
+    const before = await rowsNow();
+
+    const again = await create(key, { url, events: ['execution.finished', 'operation.settled'] });
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(first.body);
+    expect(await rowsNow()).toEqual(before);
+    expect(await endpointsAt(url)).toBe(1);
+  });
+
   it('ten concurrent creates with one key make exactly one endpoint; every 201 carries its id and secret', async () => {
     const key = unique('wh-race');
     const body = hook(unique('race'));

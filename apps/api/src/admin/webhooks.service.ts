@@ -42,6 +42,15 @@ function endpointView(row: WebhookEndpointRow): z.infer<typeof WebhookView> {
   };
 }
 
+/**
+ * The hash an Idempotency-Key's record keeps of a create. `events` is a set (the schema refuses a type named twice, and
+ * an endpoint is sent the same events whatever the order they were listed in): hashed sorted, so that a retry listing
+ * them in another order is recognised as the same request and replayed, not refused 422 as another body.
+ */
+function webhookRequestHash(input: WebhookInput): string {
+  return sentBodyHash({ ...input, events: [...new Set(input.events)].sort() });
+}
+
 /** A tenant's webhook endpoints (admin role): their URLs obey the tenant's http allowlist and the SSRF rules. */
 @Injectable()
 export class WebhooksService {
@@ -76,7 +85,7 @@ export class WebhooksService {
     const idempotency =
       idempotencyKey === undefined
         ? null
-        : { key: idempotencyKey, requestHash: sentBodyHash(input), ttlMs: this.config.IDEMPOTENCY_TTL_MS };
+        : { key: idempotencyKey, requestHash: webhookRequestHash(input), ttlMs: this.config.IDEMPOTENCY_TTL_MS };
     let host: string;
     try {
       host = await this.vetTarget(principal, input);
