@@ -200,6 +200,10 @@ describe('admin settings edited by two admins at once (If-Match)', () => {
     expectPreconditionFailed(
       await call<Problem>('PUT', '/v1/admin/policy', DEMO.admin, { obligation_owner: 'nope' }, `W/${etag(read)}`),
     );
+    // A comma inside a quoted tag is part of it (RFC 9110 etagc): a tag, naming no version of ours — 412, not 400.
+    expectPreconditionFailed(
+      await call<Problem>('PUT', '/v1/admin/policy', DEMO.admin, { obligation_owner: 'nope' }, '"a,b"'),
+    );
     // One of several tags is enough.
     const listed = await call(
       'PUT',

@@ -38,6 +38,19 @@ describe('If-Match and If-None-Match lists (RFC 9110 §5.6.1.2, §13.1.1–2)', 
     }
   });
 
+  it('keeps a quoted tag whole: a comma inside the quotes is part of the tag, not a separator (RFC 9110 §8.8.3)', () => {
+    expect(ifMatchOf(request({ 'if-match': '"a,b"' }))).toEqual(['a,b']);
+    expect(ifMatchOf(request({ 'if-match': '"a,b", "c" ,"d,,e"' }))).toEqual(['a,b', 'c', 'd,,e']);
+    expect(ifMatchOf(request({ 'if-match': 'W/"a,b", "c"' }))).toEqual(['c']);
+    expect(ifNoneMatchOf(request({ 'if-none-match': 'W/"a,b",,"c"' }))).toEqual(['a,b', 'c']);
+    for (const value of ['"a,b', '"a,b"c', 'a,"b"', '"a,"b"', 'W/ "a"']) {
+      expect([value, refusal(() => ifMatchOf(request({ 'if-match': value })))]).toEqual([
+        value,
+        { field: 'If-Match', rule: 'invalid_format' },
+      ]);
+    }
+  });
+
   it('reads * alone as any version, and no header as no condition', () => {
     expect(ifMatchOf(request({ 'if-match': '*' }))).toBeUndefined();
     expect(ifNoneMatchOf(request({ 'if-none-match': ' * ' }))).toBe('*');

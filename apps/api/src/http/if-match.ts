@@ -8,8 +8,15 @@ import type { Principal } from '../auth/principal';
 import { MCP_PATH } from '../mcp/json-rpc-error';
 import { Problem } from '../problem/problem';
 
-/** An entity tag (RFC 9110 §8.8.3): strong, or weak with `W/`. */
-const ENTITY_TAG = /^(W\/)?"[\x21\x23-\x7e]*"$/;
+/**
+ * An entity tag (RFC 9110 §8.8.3: strong, or weak with `W/`) where a list element starts (sticky). A quoted tag is read
+ * to its closing quote: a comma inside it (etagc allows one) is part of the tag, not a separator.
+ */
+const ENTITY_TAG = /(W\/)?"[\x21\x23-\x7e]*"/y;
+/** What may come after a tag in a list (sticky): spaces, then a comma or the end. */
+const AFTER_TAG = /[ \t]*(,|$)/y;
+/** What may come before a tag in a list (sticky): spaces and commas (empty elements). */
+const BEFORE_TAG = /[ \t,]*/y;
 
 /** The `ETag` of a resource's answers, in the OpenAPI document. */
 export const VERSION_ETAG = {
@@ -161,18 +168,16 @@ export async function answerWrite<T>(
  * The entity tags a conditional header lists as sent (`W/` kept), `*`, or undefined without the header. A header that is
  * no list of entity tags is 400 naming it, never taken for "no precondition". Empty elements of the list (`"a",,"b"`,
  * a trailing comma) are ignored, as RFC 9110 §5.6.1.2 has a recipient do (they were 400); a list with no tag left is
- * still 400.
+ * still 400. A quoted tag is kept whole: `"a,b"` is one tag (until 2026-12-07 the list was split at every comma, and
+ * such a tag was 400); no version of ours has a comma, so it names none of them.
  */
 function entityTagsOf(req: Pick<Request, 'headers'>, header: 'If-Match' | 'If-None-Match'): string[] | '*' | undefined {
   const raw = req.headers[header.toLowerCase()];
   if (raw === undefined) return undefined;
   const value = (Array.isArray(raw) ? raw.join(', ') : raw).trim();
   if (value === '*') return '*';
-  const tags = value
-    .split(',')
-    .map((tag) => tag.trim())
-    .filter((tag) => tag !== '');
-  if (tags.length === 0 || !tags.every((tag) => ENTITY_TAG.test(tag))) {
+  const tags = entityTagList(value);
+  if (tags === null || tags.length === 0) {
     throw Problem.validation([
       {
         field: header,
@@ -182,6 +187,26 @@ function entityTagsOf(req: Pick<Request, 'headers'>, header: 'If-Match' | 'If-No
     ]);
   }
   return tags;
+}
+
+/** The entity tags of a `#entity-tag` list (RFC 9110 §5.6.1, §8.8.3), in order; null when it is no such list. */
+function entityTagList(value: string): string[] | null {
+  const tags: string[] = [];
+  let at = 0;
+  for (;;) {
+    BEFORE_TAG.lastIndex = at;
+    BEFORE_TAG.exec(value);
+    at = BEFORE_TAG.lastIndex;
+    if (at === value.length) return tags;
+    ENTITY_TAG.lastIndex = at;
+    const tag = ENTITY_TAG.exec(value);
+    if (!tag) return null;
+    // Each tag is followed by a comma or the end: `"a" "b"` and `"a"b` are no list.
+    AFTER_TAG.lastIndex = ENTITY_TAG.lastIndex;
+    if (!AFTER_TAG.exec(value)) return null;
+    tags.push(tag[0]);
+    at = AFTER_TAG.lastIndex;
+  }
 }
 
 /**
