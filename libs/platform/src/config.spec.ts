@@ -520,6 +520,25 @@ describe('numbers checked against each other: a start that could not do what the
   });
 });
 
+// Until 2026-12-07 a value in milliseconds was taken, and GET /v1/admin/policy showed it rounded up to whole seconds
+// (`default` 2 for 1500 ms): the due time in force was shorter than the one shown.
+describe('OBLIGATION_DUE_MS: a whole number of seconds, as a tenant policy states due times and the policy shows it', () => {
+  it('refuses a value that is not whole seconds, naming the variable and what it is', () => {
+    for (const raw of ['1500', '14400001', '2591999999']) {
+      expect(() => loadConfig({ OBLIGATION_DUE_MS: raw })).toThrow(ConfigError);
+      expect(() => loadConfig({ OBLIGATION_DUE_MS: raw })).toThrow(
+        new RegExp(
+          `OBLIGATION_DUE_MS: must be a whole number of seconds \\(a multiple of 1000\\): ${raw} is ${Number(raw) / 1000} s`,
+        ),
+      );
+    }
+    for (const raw of ['1000', '600000', '2592000000']) {
+      expect(loadConfig({ OBLIGATION_DUE_MS: raw }).OBLIGATION_DUE_MS).toBe(Number(raw));
+    }
+    expect(loadConfig({}).OBLIGATION_DUE_MS % 1000).toBe(0);
+  });
+});
+
 describe('a variable that can only be one of ours, misspelled, refuses start, naming it and the variable meant', () => {
   it.each([
     ['SWEEP_INTERVAL', '500', 'SWEEP_INTERVAL_MS'],

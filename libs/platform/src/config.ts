@@ -431,6 +431,17 @@ const ConfigSchema = z
         });
       }
     }
+    // A tenant policy states its due times in whole seconds, and GET /v1/admin/policy shows this default beside them
+    // in seconds: a value between two seconds could only be shown rounded, longer or shorter than the due time in force.
+    if (config.OBLIGATION_DUE_MS % SECOND !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['OBLIGATION_DUE_MS'],
+        message:
+          `must be a whole number of seconds (a multiple of 1000): ${config.OBLIGATION_DUE_MS} is ` +
+          `${config.OBLIGATION_DUE_MS / SECOND} s, and due times are stated and shown in whole seconds`,
+      });
+    }
     const lastRetryMs = webhookLastRetryMs(config);
     if (lastRetryMs > WEBHOOK_LAST_RETRY_MAX_MS) {
       ctx.addIssue({

@@ -145,7 +145,9 @@ export class PolicyService {
       obligation_due_seconds: settings.obligationDueSeconds ?? null,
       effective: {
         obligation_due_seconds: {
-          default: Math.ceil(this.config.OBLIGATION_DUE_MS / 1000),
+          // Exact: the configuration refuses an OBLIGATION_DUE_MS that is not whole seconds (until 2026-12-07 it was
+          // taken, and shown here rounded up — a due time longer than the one in force).
+          default: this.config.OBLIGATION_DUE_MS / 1000,
           ...settings.obligationDueSeconds,
         },
       },
