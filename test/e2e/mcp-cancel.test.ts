@@ -148,4 +148,42 @@ describe('MCP cancellation over stateless HTTP', () => {
     waiting.controller.abort('done');
     await waiting.call;
   });
+  it('clients sharing a key: one’s cancellation of its request 1 does not stop the other’s request 1', async () => {
+    // Each client's ids are its own (1, 2, 3…), so two clients of one key send the same ids. A cancellation is scoped
+    // to the session (Mcp-Session-Id) of the client that sends it.
+    const [shared, witnessKey] = [await agentKey(), await agentKey()];
+    const [execution, witnessExecution] = [await heldExecution(shared), await heldExecution(witnessKey)];
+    const [a, b] = [await client(shared, stack.apiUrls[0]), await client(shared, stack.apiUrls[0])];
+    const witness = await client(witnessKey, stack.apiUrls[0]);
+    const waiting = await startWait(a, execution);
+    const witnessWaiting = await startWait(witness, witnessExecution);
+    expect([waiting.requestId, witnessWaiting.requestId]).toEqual([1, 1]);
+    const cancelOne = (c: Client) =>
+      c.notification({ method: 'notifications/cancelled', params: { requestId: 1, reason: 'test' } });
+    // B cancels its own request 1 (a late cancellation of a call that has ended, as a client may send).
+    await cancelOne(b);
+    // Then the witness cancels its own: carried out after B's, so once its wait has let go of its stream, B's
+    // cancellation has been carried out too.
+    await cancelOne(witness);
+    await waitFor(
+      () => streamStatus(witnessKey, witnessExecution),
+      (status) => status === 200,
+      10_000,
+      200,
+    );
+    let settled = false;
+    void waiting.call.then(() => (settled = true));
+    expect(await streamStatus(shared, execution)).toBe(429);
+    expect(settled).toBe(false);
+    expect(await witnessWaiting.call).toMatch(/cancelled/);
+    // A's own cancellation still stops it.
+    await cancelOne(a);
+    await waitFor(
+      () => streamStatus(shared, execution),
+      (status) => status === 200,
+      10_000,
+      200,
+    );
+    expect(await waiting.call).toMatch(/cancelled/);
+  });
 });

@@ -9,11 +9,15 @@ import { PRODUCER_REDIS, mcpCancelChannel } from '@verity/queues';
  * API process) would receive and ignore, while the cancelled call — a wait_for_execution holding one of the key's
  * streams for up to 50 s — ran on. So every cancellation is carried out here at once and passed to the other API
  * processes on a Redis channel (each carries out the ones naming its requests). Only requests made with the same key
- * are matched: a key can cancel nothing of another key's, let alone another tenant's.
+ * are matched: a key can cancel nothing of another key's, let alone another tenant's. And within a key, only the
+ * requests of the session (Mcp-Session-Id) the cancellation was sent in, when it was sent in one: clients sharing a key
+ * number their requests alike (1, 2, 3…), and one client's cancellation of its request 1 stopped every other client's
+ * request 1. A cancellation sent without a session (a client that never initialized) still names the key's requests of
+ * that id in any session, as before: there is nothing to tell its own from another's.
  */
 @Injectable()
 export class McpCancellations implements OnModuleInit, OnApplicationShutdown {
-  private readonly inFlight = new Map<string, Set<() => void>>();
+  private readonly inFlight = new Map<string, Set<{ session: string | undefined; cancel: () => void }>>();
   private subscriber: RedisClient | null = null;
   private readonly channel: string;
 
@@ -42,8 +46,11 @@ export class McpCancellations implements OnModuleInit, OnApplicationShutdown {
     this.subscriber?.disconnect();
   }
 
-  /** Notes a request being answered; `cancel` stops it. Returns what forgets it (when its response has closed). */
-  track(keyId: string, requestId: string | number, cancel: () => void): () => void {
+  /**
+   * Notes a request being answered, in `session` (its Mcp-Session-Id; undefined without one); `cancel` stops it.
+   * Returns what forgets it (when its response has closed).
+   */
+  track(keyId: string, session: string | undefined, requestId: string | number, cancel: () => void): () => void {
     const entry = entryOf(keyId, requestId);
     let set = this.inFlight.get(entry);
     if (!set) {
@@ -56,28 +63,41 @@ export class McpCancellations implements OnModuleInit, OnApplicationShutdown {
       done = true;
       cancel();
     };
-    set.add(once);
+    const tracked = { session, cancel: once };
+    set.add(tracked);
     return () => {
-      set.delete(once);
+      set.delete(tracked);
       if (set.size === 0 && this.inFlight.get(entry) === set) this.inFlight.delete(entry);
     };
   }
 
-  /** A client's cancellation: carried out here now, and on every other API process through Redis. */
-  cancel(keyId: string, requestId: string | number): void {
-    const entry = entryOf(keyId, requestId);
-    this.cancelHere(entry);
-    this.publisher.publish(this.channel, entry).catch((error: unknown) => {
+  /**
+   * A client's cancellation, sent in `session` (undefined without one): carried out here now, and on every other API
+   * process through Redis.
+   */
+  cancel(keyId: string, session: string | undefined, requestId: string | number): void {
+    const message =
+      session === undefined ? entryOf(keyId, requestId) : `${entryOf(keyId, requestId)}\n${JSON.stringify(session)}`;
+    this.cancelHere(message);
+    this.publisher.publish(this.channel, message).catch((error: unknown) => {
       // Redis away: only this process heard it; a request elsewhere ends at its own bound (at most 50 s).
       this.logger.warn({ err: error }, 'MCP cancellation not passed on to the other API processes');
     });
   }
 
-  private cancelHere(entry: string): void {
+  /** Carries out a cancellation (the entry of its key and request id, then its session's name in JSON, if any). */
+  private cancelHere(message: string): void {
+    const [keyId, requestId, session] = message.split('\n');
+    const entry = `${keyId}\n${requestId}`;
     const set = this.inFlight.get(entry);
     if (!set) return;
-    this.inFlight.delete(entry);
-    for (const cancel of set) cancel();
+    const sender = session === undefined ? undefined : (JSON.parse(session) as string);
+    for (const tracked of [...set]) {
+      if (sender !== undefined && tracked.session !== sender) continue;
+      set.delete(tracked);
+      tracked.cancel();
+    }
+    if (set.size === 0 && this.inFlight.get(entry) === set) this.inFlight.delete(entry);
   }
 }
 

@@ -65,8 +65,8 @@ export class McpOriginCheck {
 export const MCP_REQUEST_HEADERS =
   'authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id, traceparent, tracestate';
 
-/** What such a page may read of an answer besides the safelisted headers: why to wait, and the id to quote. */
-const MCP_EXPOSED_HEADERS = 'retry-after, x-request-id, www-authenticate';
+/** What such a page may read of an answer besides the safelisted headers: why to wait, the id to quote, its session. */
+const MCP_EXPOSED_HEADERS = 'retry-after, x-request-id, www-authenticate, mcp-session-id';
 
 /**
  * The origins of pages this server itself serves on the connection's own address: `http://<address>:<port>` of the

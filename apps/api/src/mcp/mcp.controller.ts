@@ -6,6 +6,7 @@ import { type JSONRPCMessage, JSONRPCMessageSchema } from '@modelcontextprotocol
 import { Verity } from '@verity/sdk';
 import { STATE_CHANGING_TOOLS, createVerityMcpServer, readableRequestId } from '@verity/sdk/mcp';
 import type { Request, Response } from 'express';
+import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { bearerToken, clientAddress } from '../auth/auth.guard';
 import { internalCallHeaders } from '../auth/internal-caller';
@@ -80,6 +81,14 @@ export class McpController {
       'and role apply as on /v1.',
     response: {
       description: 'The JSON-RPC response, as JSON or as a server-sent event stream (per the request’s Accept)',
+      headers: {
+        'mcp-session-id': {
+          description:
+            'on the answer to an initialize: a random id to send with the later messages; it scopes the client’s ' +
+            'notifications/cancelled to its own requests (nothing else is kept of a session)',
+          schema: { type: 'string' },
+        },
+      },
       content: {
         'application/json': { schema: JSON_RPC_MESSAGE },
         'text/event-stream': { schema: { type: 'string' } },
@@ -257,6 +266,13 @@ export class McpController {
         { 'retry-after': '5' },
       );
     }
+    // The session a client's cancellations are scoped to (McpCancellations): the Mcp-Session-Id it sends, which an
+    // initialize is answered with. The transport stays stateless (nothing is kept of a session, any process takes its
+    // POSTs): the id only tells the requests of clients sharing a key apart, as their JSON-RPC ids do not.
+    const session = sessionOf(req);
+    if (messages.some((message) => isObject(message) && message.method === 'initialize' && 'id' in message)) {
+      res.setHeader('mcp-session-id', randomUUID());
+    }
     const release = places?.release ?? (() => undefined);
     const forget: (() => void)[] = [release, this.waits.serve(mcp)];
     if (keyId !== undefined) {
@@ -265,7 +281,9 @@ export class McpController {
         // alike, so a cancellation may name another client's request; a submission stopped mid-call would leave that
         // client with an unknown outcome (a generated idempotency key it never saw). Such calls run to their end.
         const id = changesState(message) ? undefined : requestIdOf(message);
-        if (id !== undefined) forget.push(this.cancellations.track(keyId, id, () => cancelRequest(transport, id)));
+        if (id !== undefined) {
+          forget.push(this.cancellations.track(keyId, session, id, () => cancelRequest(transport, id)));
+        }
       }
     }
     const closed = () => {
@@ -281,7 +299,7 @@ export class McpController {
     if (res.closed || res.destroyed || req.socket.destroyed) {
       res.off('close', closed);
       closed();
-      if (keyId !== undefined) this.carryOutCancellations(keyId, messages);
+      if (keyId !== undefined) this.carryOutCancellations(keyId, session, messages);
       return;
     }
     await mcp.server.connect(transport);
@@ -293,7 +311,7 @@ export class McpController {
       const deliver = transport.onmessage;
       transport.onmessage = (message, extra) => {
         if (!OWN_CANCELLATIONS.has(message)) {
-          this.carryOutCancellations(keyId, [message]);
+          this.carryOutCancellations(keyId, session, [message]);
           // A client's cancellation stops what it may stop by the line above: the key's calls that change nothing,
           // this POST's among them (each answered with a cancellation error). Handed on to this POST's server as well,
           // it also stopped a submission or a cancel of the same batch — a call that is never stopped — mid-call, and
@@ -361,13 +379,13 @@ export class McpController {
   }
 
   /**
-   * Carries out the client's cancellations among `messages` (each notifications/cancelled naming a request of the key),
-   * wherever the request named is being answered.
+   * Carries out the client's cancellations among `messages` (each notifications/cancelled naming a request of the key,
+   * in the client's session where it sent one), wherever the request named is being answered.
    */
-  private carryOutCancellations(keyId: string, messages: readonly unknown[]): void {
+  private carryOutCancellations(keyId: string, session: string | undefined, messages: readonly unknown[]): void {
     for (const message of messages) {
       const cancelled = cancelledRequestId(message);
-      if (cancelled !== undefined) this.cancellations.cancel(keyId, cancelled);
+      if (cancelled !== undefined) this.cancellations.cancel(keyId, session, cancelled);
     }
   }
 
@@ -503,6 +521,15 @@ function changesState(message: unknown): boolean {
   if (!isObject(message) || message.method !== 'tools/call' || !isObject(message.params)) return false;
   const name = message.params.name;
   return typeof name === 'string' && STATE_CHANGING_TOOLS.includes(name);
+}
+
+/**
+ * The Mcp-Session-Id a POST carries (visible ASCII, as the transport's spec has it, at most 255 characters); undefined
+ * without one, or with one that is no session id this server gives (then its cancellations are the key's, as without).
+ */
+function sessionOf(req: Request): string | undefined {
+  const value = req.headers['mcp-session-id'];
+  return typeof value === 'string' && /^[\x21-\x7e]{1,255}$/.test(value) ? value : undefined;
 }
 
 /** The request a `notifications/cancelled` names, if this is one. */

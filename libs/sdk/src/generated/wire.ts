@@ -2830,6 +2830,8 @@ export interface operations {
       /** @description The JSON-RPC response, as JSON or as a server-sent event stream (per the request’s Accept) */
       200: {
         headers: {
+          /** @description on the answer to an initialize: a random id to send with the later messages; it scopes the client’s notifications/cancelled to its own requests (nothing else is kept of a session) */
+          'mcp-session-id'?: string;
           [name: string]: unknown;
         };
         content: {
