@@ -308,7 +308,7 @@ export const PROBLEMS = {
     status: 405,
     title: 'Method not allowed',
     detail:
-      'this MCP server is stateless: send each JSON-RPC message as a POST; there is no server-initiated stream or session',
+      'this MCP server keeps no session state: send each JSON-RPC message as a POST; there is no server-initiated stream and no session to end',
     summary: 'Only POST reaches the MCP endpoint (see Allow)',
   },
   'request-timeout': {

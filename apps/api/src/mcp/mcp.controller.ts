@@ -566,7 +566,7 @@ function notAllowed(): Problem {
     405,
     'method-not-allowed',
     'Method not allowed',
-    'this MCP server is stateless: send each JSON-RPC message as a POST; there is no server-initiated stream or session',
+    'this MCP server keeps no session state: send each JSON-RPC message as a POST; there is no server-initiated stream and no session to end',
     {},
     // What /mcp takes: a page's CORS preflight and the POST of a message, as the 405 of any other method there says.
     { allow: 'OPTIONS, POST' },
