@@ -288,9 +288,12 @@ describe('a migration that builds an index CONCURRENTLY while another process wa
   }, 60_000);
 });
 
-/** A migration that takes a while (a second and a half), so a run can be watched while it migrates. */
+/**
+ * A migration that takes a while (two and a half seconds, longer than the idle timeout below), so a run can be watched
+ * while it migrates.
+ */
 class SlowMigration1899999999996 extends sqlMigration('SlowMigration1899999999996', {
-  up: [`SELECT pg_sleep(1.5)`],
+  up: [`SELECT pg_sleep(2.5)`],
   down: [],
 }) {}
 
@@ -304,7 +307,9 @@ describe('the migration lock while its run migrates', () => {
     const base = dataSourceOptions(db.url, 2);
     const ds = new DataSource({
       ...base,
-      extra: { ...(base as { extra?: object }).extra, options: '-c idle_session_timeout=300' },
+      // 1 s: shorter than the slow migration (a session left idle through it is ended), longer than the pauses a
+      // loaded machine puts between the run's own statements (300 ms ended the run's session between two of them).
+      extra: { ...(base as { extra?: object }).extra, options: '-c idle_session_timeout=1000' },
       migrations: [...MIGRATIONS, SlowMigration1899999999996],
     });
     await ds.initialize();
@@ -314,7 +319,7 @@ describe('the migration lock while its run migrates', () => {
       const migrating = async () => {
         const [{ n }] = (await db.dataSource.query(
           `SELECT count(*)::int AS n FROM pg_stat_activity
-            WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep(1.5)%'`,
+            WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT pg_sleep(2.5)%'`,
         )) as { n: number }[];
         return n > 0;
       };
