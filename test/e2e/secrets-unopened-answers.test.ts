@@ -50,17 +50,20 @@ describe('an API whose SECRETS_KEY does not open the tenant’s secrets', () => 
     expect(read.headers.get('retry-after')).toBe('5');
     expect(read.body.type).toMatch(/secrets-unreadable$/);
     expect(read.body.detail).toContain('SECRETS_KEY');
+    // A read changed nothing: it is not told a change may have been made.
+    expect(read.body.detail).toMatch(/nothing was changed/);
     expect(read.text).not.toContain('order-unopened');
   });
 
   it('a submission there is the same 503 (intake reads the secrets too)', async () => {
-    const created = await http<{ type: string }>(otherApi, 'POST', '/v1/executions', {
+    const created = await http<{ type: string; detail: string }>(otherApi, 'POST', '/v1/executions', {
       key: DEMO.agent,
       headers: { 'idempotency-key': unique('unopened') },
       body: submission([charge('order-unopened-2')]),
     });
     expect(created.status).toBe(503);
     expect(created.body.type).toMatch(/secrets-unreadable$/);
+    expect(created.body.detail).toMatch(/may have been made/);
   });
 
   it('the stream is that problem before it begins, not a 200 closed with no event nor `end`', async () => {

@@ -550,7 +550,7 @@ export const PROBLEMS = {
     status: 503,
     title: 'Service unavailable',
     detail:
-      'this API process cannot open the tenant’s connector secrets (its SECRETS_KEY is not the key they were sealed with), so it gives no answer that could hold one of their values; a change the request asked for may have been made: read the state, or repeat it with the same Idempotency-Key, once the key is set right',
+      'this API process cannot open the tenant’s connector secrets (its SECRETS_KEY is not the key they were sealed with), so it gives no answer that could hold one of their values; nothing was changed: ask again once the key is set right',
     summary:
       'This API process’s SECRETS_KEY does not open the tenant’s connector secrets, so no answer is given unredacted (see Retry-After)',
   },

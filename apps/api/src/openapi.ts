@@ -410,6 +410,7 @@ function addCrossCuttingAnswers(document: OpenAPIObject): void {
         addProblems(operation, 403, ['operator-not-tenant'], instance);
         addProblems(operation, 429, ['rate-limited', 'too-many-failed-authentications'], instance);
         addProblems(operation, 503, ['database-unavailable', 'secrets-unreadable'], instance);
+        if (method !== 'get') documentSecretsUnreadableAfterWrite(operation);
         if (method !== 'get' && path.startsWith('/v1/')) documentUncertainWrite(operation);
       }
       setInstances(operation, path);
@@ -510,6 +511,14 @@ function documentStaleOperation(
  * out by the database (Problem.unavailable(true)). A client that took every 503 for "nothing was written" would send a
  * submission again without its Idempotency-Key, or repeat a decision, after one that was recorded.
  */
+/** A write's `secrets-unreadable` comes after its handler ran: its example says the change may have been made. */
+function documentSecretsUnreadableAfterWrite(operation: OperationObject): void {
+  const example = (operation.responses['503'] as ResponseObject).content?.['application/problem+json']?.examples?.[
+    'secrets-unreadable'
+  ] as { value?: { detail?: string } } | undefined;
+  if (example?.value) example.value = { ...example.value, detail: Problem.secretsUnreadable(true).detail };
+}
+
 function documentUncertainWrite(operation: OperationObject): void {
   const response = operation.responses['503'] as ResponseObject;
   const uncertain = Problem.unavailable(true);

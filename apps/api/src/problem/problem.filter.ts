@@ -63,7 +63,9 @@ export class ProblemFilter implements ExceptionFilter {
       });
     }
     // The tenant's secrets, read to redact the answer (RedactSecretValues) or at intake, do not open here.
-    if (error instanceof SecretUnreadableError) return Problem.secretsUnreadable();
+    if (error instanceof SecretUnreadableError) {
+      return Problem.secretsUnreadable(req.method !== 'GET' && req.method !== 'HEAD');
+    }
     const parser = bodyParserProblem(error);
     if (parser) return parser;
     if (error instanceof HttpException) {

@@ -171,16 +171,20 @@ export class Problem extends Error {
   /**
    * The tenant's connector secrets do not open with this API process's SECRETS_KEY (unset, or not the key they were
    * sealed with): every answer to the tenant is redacted with them, so none is given rather than one unredacted.
-   * Another process (or this one, its key set right) can answer; a change asked for may have been made already.
+   * Another process (or this one, its key set right) can answer. A write (`afterWrite`) may have made its change
+   * already — the answer is redacted after the handler ran — a read changed nothing, and its answer says so.
    */
-  static secretsUnreadable(): Problem {
+  static secretsUnreadable(afterWrite = false): Problem {
+    const outcome = afterWrite
+      ? 'a change the request asked for may have been made: read the state, or repeat it with the same ' +
+        'Idempotency-Key, once the key is set right'
+      : 'nothing was changed: ask again once the key is set right';
     return new Problem(
       503,
       'secrets-unreadable',
       'Service unavailable',
       'this API process cannot open the tenant’s connector secrets (its SECRETS_KEY is not the key they were sealed ' +
-        'with), so it gives no answer that could hold one of their values; a change the request asked for may have ' +
-        'been made: read the state, or repeat it with the same Idempotency-Key, once the key is set right',
+        `with), so it gives no answer that could hold one of their values; ${outcome}`,
       {},
       { 'retry-after': '5' },
     );
