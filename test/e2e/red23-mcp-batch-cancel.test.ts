@@ -32,6 +32,19 @@ describe('MCP: a state-changing call and its own cancellation in one batch', () 
     return { status: res.status, text: await res.text() };
   }
 
+  const toolCall = (id: number, name: string, args: unknown) => ({
+    jsonrpc: '2.0',
+    id,
+    method: 'tools/call',
+    params: { name, arguments: args },
+  });
+
+  /** Submits one SMS over MCP (a batch of that call alone) and says the execution's id. */
+  async function submitted(reference: string): Promise<string> {
+    const created = await post([toolCall(1, 'submit_execution', submission([sms(reference)]))]);
+    return /"id":"(exe_[0-9a-z]+)"/.exec(created.text)![1];
+  }
+
   const cancellation = (requestId: number) => ({
     jsonrpc: '2.0',
     method: 'notifications/cancelled',
@@ -40,15 +53,7 @@ describe('MCP: a state-changing call and its own cancellation in one batch', () 
 
   it('a submission runs to its end and is answered; the execution is written once', async () => {
     const reference = unique('red23-mcp-batch');
-    const answer = await post([
-      {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'submit_execution', arguments: submission([sms(reference)]) },
-      },
-      cancellation(1),
-    ]);
+    const answer = await post([toolCall(1, 'submit_execution', submission([sms(reference)])), cancellation(1)]);
     expect(answer.status).toBe(200);
     expect(answer.text).toContain('"id":1');
     expect(answer.text).toContain('Accepted (idempotency key');
@@ -60,46 +65,17 @@ describe('MCP: a state-changing call and its own cancellation in one batch', () 
   }, 60_000);
 
   it('a cancel runs to its end and is answered', async () => {
-    const created = await post([
-      {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'submit_execution', arguments: submission([sms(unique('red23-mcp-batch-cancel'))]) },
-      },
-    ]);
-    const executionId = /"id":"(exe_[0-9a-z]+)"/.exec(created.text)![1];
-    const answer = await post([
-      {
-        jsonrpc: '2.0',
-        id: 2,
-        method: 'tools/call',
-        params: { name: 'cancel_execution', arguments: { execution_id: executionId } },
-      },
-      cancellation(2),
-    ]);
+    const executionId = await submitted(unique('red23-mcp-batch-cancel'));
+    const answer = await post([toolCall(2, 'cancel_execution', { execution_id: executionId }), cancellation(2)]);
     expect(answer.status).toBe(200);
     expect(answer.text).toContain('"id":2');
     expect(answer.text).toContain('Cancel accepted.');
   }, 60_000);
 
   it('a call that changes nothing is still stopped by it, and the POST answered with the cancellation', async () => {
-    const created = await post([
-      {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'submit_execution', arguments: submission([sms(unique('red23-mcp-batch-read'))]) },
-      },
-    ]);
-    const executionId = /"id":"(exe_[0-9a-z]+)"/.exec(created.text)![1];
+    const executionId = await submitted(unique('red23-mcp-batch-read'));
     const answer = await post([
-      {
-        jsonrpc: '2.0',
-        id: 3,
-        method: 'tools/call',
-        params: { name: 'wait_for_execution', arguments: { execution_id: executionId, timeout_seconds: 50 } },
-      },
+      toolCall(3, 'wait_for_execution', { execution_id: executionId, timeout_seconds: 50 }),
       cancellation(3),
     ]);
     expect(answer.status).toBe(200);
