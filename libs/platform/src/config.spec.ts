@@ -416,15 +416,23 @@ describe('numbers checked against each other: a start that could not do what the
   });
 
   /**
-   * What is under way at SIGTERM for at most `timeout` is waited for with 5 s to spare: loaded from `env` when
-   * `allowed` (the timeout and the margin within SHUTDOWN_GRACE_MS), else refused with `refusal`.
+   * What is under way at SIGTERM for at most `timeout` is waited for with 5 s to spare: loaded when `allowed` (the
+   * timeout and the margin within SHUTDOWN_GRACE_MS), else refused with `refusal`. The timeout is set to `value` and
+   * SHUTDOWN_GRACE_MS to `grace` where given; with a grace, so are the `lowered` timeouts (the other bounds checked
+   * against it, set low enough to pass).
    */
   function expectWaitedForWithinGrace(
     timeout: 'WEBHOOK_TIMEOUT_MS' | 'DATABASE_QUERY_TIMEOUT_MS' | 'CONNECTOR_TIMEOUT_MS',
-    env: NodeJS.ProcessEnv,
+    value: string | undefined,
+    grace: string | undefined,
     allowed: boolean,
     refusal: RegExp,
+    lowered: NodeJS.ProcessEnv = {},
   ): void {
+    const env = {
+      ...(value !== undefined && { [timeout]: value }),
+      ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, ...lowered }),
+    };
     if (allowed) {
       const config = loadConfig(env);
       expect(config[timeout] + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
@@ -446,10 +454,8 @@ describe('numbers checked against each other: a start that could not do what the
   ])('WEBHOOK_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
     expectWaitedForWithinGrace(
       'WEBHOOK_TIMEOUT_MS',
-      {
-        ...(timeout !== undefined && { WEBHOOK_TIMEOUT_MS: timeout }),
-        ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace }),
-      },
+      timeout,
+      grace,
       allowed,
       /WEBHOOK_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
     ),
@@ -469,15 +475,14 @@ describe('numbers checked against each other: a start that could not do what the
   ])('DATABASE_QUERY_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
     expectWaitedForWithinGrace(
       'DATABASE_QUERY_TIMEOUT_MS',
-      {
-        ...(timeout !== undefined && { DATABASE_QUERY_TIMEOUT_MS: timeout }),
-        ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, WEBHOOK_TIMEOUT_MS: '100' }),
-      },
+      timeout,
+      grace,
       allowed,
       new RegExp(
         '^invalid configuration: DATABASE_QUERY_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms ' +
           '\\(\\d+ with SHUTDOWN_GRACE_MS \\d+\\): a statement under way at SIGTERM is waited for',
       ),
+      { WEBHOOK_TIMEOUT_MS: '100' },
     ),
   );
 
@@ -495,16 +500,11 @@ describe('numbers checked against each other: a start that could not do what the
   ])('CONNECTOR_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
     expectWaitedForWithinGrace(
       'CONNECTOR_TIMEOUT_MS',
-      {
-        ...(timeout !== undefined && { CONNECTOR_TIMEOUT_MS: timeout }),
-        ...(grace !== undefined && {
-          SHUTDOWN_GRACE_MS: grace,
-          WEBHOOK_TIMEOUT_MS: '100',
-          DATABASE_QUERY_TIMEOUT_MS: '100',
-        }),
-      },
+      timeout,
+      grace,
       allowed,
       /CONNECTOR_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
+      { WEBHOOK_TIMEOUT_MS: '100', DATABASE_QUERY_TIMEOUT_MS: '100' },
     ),
   );
 
