@@ -1,6 +1,5 @@
-import { connect } from 'node:net';
 import { DEMO, RunningApp, Stack, freePort } from '../support/stack';
-import { unique } from '../support/http';
+import { type RawHttpAnswer, continuedRequest, unique, wholeAnswer } from '../support/http';
 
 /**
  * An MCP POST that arrives once the API has begun to stop (its body finished after the signal, or a kept-alive
@@ -15,12 +14,6 @@ describe('MCP POST arriving while the API stops', () => {
   }, 120_000);
   afterAll(async () => stack?.stop());
 
-  /** An answer as read off the socket: its status line and headers, and its body. */
-  interface Answer {
-    head: string;
-    body: string;
-  }
-
   /**
    * A POST to `path` whose headers (with `Expect: 100-continue`) are sent now and its body only when `finish` is
    * called: the API has the request under way (100 Continue, or an answer at once to headers it refuses), and the body
@@ -33,64 +26,30 @@ describe('MCP POST arriving while the API stops', () => {
     request: { path?: string; headers?: Record<string, string>; body: string | Buffer },
   ) {
     const body = typeof request.body === 'string' ? Buffer.from(request.body) : request.body;
-    const socket = connect(port, '127.0.0.1');
-    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-    let received = Buffer.alloc(0);
-    let socketClosed = false;
-    socket.on('data', (chunk: Buffer) => (received = Buffer.concat([received, chunk])));
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    void closed.then(() => (socketClosed = true));
-    const text = () => received.toString('latin1');
-    const until = async (what: string, done: () => boolean): Promise<void> => {
-      while (!done()) {
-        if (socketClosed || api.child.exitCode !== null) {
-          throw new Error(`${what}: the connection closed first; received ${JSON.stringify(text().slice(0, 400))}`);
-        }
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    };
     const extra = Object.entries(request.headers ?? {})
       .map(([name, value]) => `${name}: ${value}\r\n`)
       .join('');
-    socket.write(
+    const sent = await continuedRequest(
+      api,
+      port,
       `POST ${request.path ?? '/mcp'} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${DEMO.agent}\r\n` +
         `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
-        `MCP-Protocol-Version: 2025-03-26\r\n${extra}Content-Length: ${body.length}\r\n` +
-        `Expect: 100-continue\r\n\r\n`,
+        `MCP-Protocol-Version: 2025-03-26\r\n${extra}Content-Length: ${body.length}\r\n`,
+      { answeredAtOnce: true },
     );
-    /** A whole answer after byte `from` of what was received (a status line, headers and Content-Length of body). */
-    const answerAfter = (from: number): Answer | null => {
-      const answer = received.subarray(from);
-      const end = answer.indexOf('\r\n\r\n');
-      if (end < 0) return null;
-      const head = answer.subarray(0, end).toString('latin1');
-      const length = /\r\ncontent-length: (\d+)(\r\n|$)/i.exec(head);
-      if (length === null || answer.length - end - 4 < Number(length[1])) return null;
-      return { head, body: answer.subarray(end + 4, end + 4 + Number(length[1])).toString('utf8') };
-    };
-    // The API has read the headers: the request is under way (or was answered at once, its headers refused).
-    let early: Answer | null = null;
-    await until('100 Continue', () => {
-      if (/^HTTP\/1\.1 100 [^\r]*\r\n\r\n/.test(text())) return true;
-      early = answerAfter(0);
-      return early !== null;
-    });
-    // The answer starts after the interim 100 (it may have come in the same read, answered before the body was sent).
-    const continued = early ? 0 : (/^HTTP\/1\.1 100 [^\r]*\r\n\r\n/.exec(text())?.[0].length ?? 0);
+    // The API has read the headers: the request is under way, or was answered at once (its headers refused).
+    const early = wholeAnswer(sent.answerBytes());
     return {
-      /** The answer given to the headers alone, without waiting for the body (none: 100 Continue). */
-      early: early as Answer | null,
       begin: (split: number) => {
-        if (!early) socket.write(body.subarray(0, split));
+        if (!early) sent.write(body.subarray(0, split));
       },
-      finish: async (split: number): Promise<Answer> => {
+      finish: async (split: number): Promise<RawHttpAnswer> => {
         let answer = early;
         if (!answer) {
-          socket.write(body.subarray(split));
-          await until('the answer', () => (answer = answerAfter(continued)) !== null);
+          sent.write(body.subarray(split));
+          await sent.until('the answer', () => (answer = wholeAnswer(sent.answerBytes())) !== null);
         }
-        socket.end();
-        await closed;
+        await sent.end();
         return answer!;
       },
     };

@@ -119,46 +119,74 @@ export function reach(host: string, port: number): Promise<string> {
 /** A request written by hand on a connection of its own, its body the test's to send when it chooses. */
 export interface HandWrittenRequest {
   /** Writes more of the request (the body). */
-  write(bytes: string): void;
-  /** What the server has sent after its 100 Continue. */
+  write(bytes: string | Buffer): void;
+  /** What the server has sent after its 100 Continue (all it sent, where it answered the headers at once). */
   answer(): string;
+  /** The same, as bytes. */
+  answerBytes(): Buffer;
   /** Waits for `done`; fails at once, saying so, if the server closed the connection or `app` exited first. */
   until(what: string, done: () => boolean | Promise<boolean>): Promise<void>;
   /** Ends the connection and waits until it is closed. */
   end(): Promise<void>;
 }
 
+/** An answer read off a connection: its status line and headers, and its body (Content-Length bytes, as UTF-8). */
+export interface RawHttpAnswer {
+  head: string;
+  body: string;
+}
+
+/** The first whole answer in `bytes` (a status line, headers and Content-Length bytes of body), or null: not all here. */
+export function wholeAnswer(bytes: Buffer): RawHttpAnswer | null {
+  const end = bytes.indexOf('\r\n\r\n');
+  if (end < 0) return null;
+  const head = bytes.subarray(0, end).toString('latin1');
+  const length = /\r\ncontent-length: (\d+)(\r\n|$)/i.exec(head);
+  if (length === null || bytes.length - end - 4 < Number(length[1])) return null;
+  return { head, body: bytes.subarray(end + 4, end + 4 + Number(length[1])).toString('utf8') };
+}
+
+const CONTINUE = /^HTTP\/1\.1 100 [^\r]*\r\n\r\n/;
+
 /**
  * `head` (the request line and the headers, each ending in CRLF) with `Expect: 100-continue` on a fresh connection to
  * `app` on 127.0.0.1:`port`, once the app has answered "100 Continue": it has read the headers, so the request is known
- * to be under way (not merely sent) before the test goes on.
+ * to be under way (not merely sent) before the test goes on. With `answeredAtOnce`, a whole answer to the headers
+ * alone (a refusal, no 100 Continue) also ends the wait: `answer()` is then that answer.
  */
 export async function continuedRequest(
   app: { child: { exitCode: number | null } },
   port: number,
   head: string,
+  options: { answeredAtOnce?: boolean } = {},
 ): Promise<HandWrittenRequest> {
   const socket = connect(port, '127.0.0.1');
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
-  let received = '';
+  let received = Buffer.alloc(0);
   let socketClosed = false;
-  socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+  socket.on('data', (chunk: Buffer) => (received = Buffer.concat([received, chunk])));
   const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
   void closed.then(() => (socketClosed = true));
   const until = async (what: string, done: () => boolean | Promise<boolean>): Promise<void> => {
     while (!(await done())) {
       if (socketClosed || app.child.exitCode !== null) {
-        throw new Error(`${what}: the connection closed first; received ${JSON.stringify(received.slice(0, 400))}`);
+        const text = received.toString('latin1').slice(0, 400);
+        throw new Error(`${what}: the connection closed first; received ${JSON.stringify(text)}`);
       }
       await new Promise((r) => setTimeout(r, 20));
     }
   };
   socket.write(`${head}Expect: 100-continue\r\n\r\n`);
-  await until('100 Continue', () => /^HTTP\/1\.1 100 [^\r]*\r\n\r\n/.test(received));
-  const continued = received.length;
+  await until(
+    '100 Continue',
+    () => CONTINUE.test(received.toString('latin1')) || (options.answeredAtOnce === true && !!wholeAnswer(received)),
+  );
+  // The answer starts after the interim 100 (it may have come in the same read, answered before the body was sent).
+  const continued = CONTINUE.exec(received.toString('latin1'))?.[0].length ?? 0;
   return {
     write: (bytes) => void socket.write(bytes),
-    answer: () => received.slice(continued),
+    answer: () => received.subarray(continued).toString(),
+    answerBytes: () => received.subarray(continued),
     until,
     end: async () => {
       socket.end();
