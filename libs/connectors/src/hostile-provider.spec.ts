@@ -238,6 +238,14 @@ describe('a provider whose reference is a number in JSON', () => {
     providerRef: null,
   });
 
+  /** Sends the request to a provider answering `body` (201): it is ACKNOWLEDGED, and says the reference it keeps. */
+  async function sentAnswered(body: string) {
+    answer = body;
+    const outcome = await http.send(request(), env());
+    expect(outcome.status).toBe(OperationStatus.ACKNOWLEDGED);
+    return outcome.status === OperationStatus.ACKNOWLEDGED ? outcome.providerRef : {};
+  }
+
   // String() of the number JSON.parse made is another text than the provider wrote: a read-back by it asks another
   // record (1e3 read as /orders/1000; 2^64 and more rounded to another id altogether).
   it.each([
@@ -246,10 +254,7 @@ describe('a provider whose reference is a number in JSON', () => {
     ['with a fraction of zero', '{"id":7.0}'],
     ['negative zero', '{"id":-0}'],
   ])('keeps no reference from an id %s, and makes no read-back by it', async (_, body) => {
-    answer = body;
-    const outcome = await http.send(request(), env());
-    expect(outcome.status).toBe(OperationStatus.ACKNOWLEDGED);
-    const providerRef = outcome.status === OperationStatus.ACKNOWLEDGED ? outcome.providerRef : {};
+    const providerRef = await sentAnswered(body);
     expect(providerRef.ref).toBeUndefined();
     const before = requested.length;
     const read = await http.readBack({ ...request(), providerRef }, env());
@@ -293,10 +298,7 @@ describe('a provider whose reference is a number in JSON', () => {
       ['{ "\\u0069d" : 5 }', '5'],
       ['{"note":"\\"id\\":9","data":{"id":8},"list":[{"id":7}],"id":3}', '3'],
     ])('%s: the reference kept is %s', async (body, ref) => {
-      answer = body;
-      const outcome = await http.send(request(), env());
-      expect(outcome.status).toBe(OperationStatus.ACKNOWLEDGED);
-      expect(outcome.status === OperationStatus.ACKNOWLEDGED && outcome.providerRef.ref).toBe(ref ?? undefined);
+      expect((await sentAnswered(body)).ref).toBe(ref ?? undefined);
     });
   });
 });
