@@ -20,6 +20,13 @@ function reader(value: string, size = value.length) {
   };
 }
 
+/** A cache in a process that hears every change (its LISTEN connection up): it keeps what it reads. */
+function liveCache(): TenantSecretsCache<string> {
+  const cache = new TenantSecretsCache<string>();
+  cache.setLive(true);
+  return cache;
+}
+
 describe('TenantSecretsCache', () => {
   it('reads every time while changes cannot reach the process (no LISTEN): nothing is kept', async () => {
     const cache = new TenantSecretsCache<string>();
@@ -31,8 +38,7 @@ describe('TenantSecretsCache', () => {
   });
 
   it('keeps what it read while live; a change of the tenant drops it, and the next answer reads again', async () => {
-    const cache = new TenantSecretsCache<string>();
-    cache.setLive(true);
+    const cache = liveCache();
     const acme = reader('v1');
     const other = reader('o1');
     await cache.get('acme', acme.read());
@@ -49,8 +55,7 @@ describe('TenantSecretsCache', () => {
   });
 
   it('the LISTEN connection lost: everything is dropped and nothing is kept until it listens again', async () => {
-    const cache = new TenantSecretsCache<string>();
-    cache.setLive(true);
+    const cache = liveCache();
     const acme = reader('v1');
     await cache.get('acme', acme.read());
     cache.setLive(false);
@@ -66,8 +71,7 @@ describe('TenantSecretsCache', () => {
   });
 
   it('keeps nothing a read found when a change was announced while it ran (it may hold the values from before)', async () => {
-    const cache = new TenantSecretsCache<string>();
-    cache.setLive(true);
+    const cache = liveCache();
     const stale = reader('before');
     const reading = cache.get('acme', stale.read(true));
     cache.changed('acme');
@@ -81,8 +85,7 @@ describe('TenantSecretsCache', () => {
   });
 
   it('keeps nothing a read found when the connection was lost, or came back, while it ran', async () => {
-    const cache = new TenantSecretsCache<string>();
-    cache.setLive(true);
+    const cache = liveCache();
     const stale = reader('before');
     const reading = cache.get('acme', stale.read(true));
     cache.setLive(false);
@@ -97,8 +100,7 @@ describe('TenantSecretsCache', () => {
     // process, and what it kept would be used for as long as it lives.
     jest.useFakeTimers({ now: new Date('2026-12-07T10:00:00Z') });
     try {
-      const cache = new TenantSecretsCache<string>();
-      cache.setLive(true);
+      const cache = liveCache();
       const acme = reader('v1');
       await cache.get('acme', acme.read());
       jest.setSystemTime(Date.now() + MAX_KEPT_MS - 1);
@@ -139,8 +141,7 @@ describe('TenantSecretsCache', () => {
   });
 
   it('is bounded: by tenants (the least recently used dropped first) and by characters', async () => {
-    const cache = new TenantSecretsCache<string>();
-    cache.setLive(true);
+    const cache = liveCache();
     for (let i = 0; i < MAX_CACHED_TENANTS; i += 1) await cache.get(`t${i}`, reader('x').read());
     expect(cache.tenants).toBe(MAX_CACHED_TENANTS);
     // t0 used again: t1 is now the least recently used.
