@@ -1,3 +1,4 @@
+import { LISTEN_APPLICATION_NAME } from '@verity/persistence';
 import { Client } from 'pg';
 
 /** Runs one statement on a connection of its own, to the server at `url`. */
@@ -11,11 +12,16 @@ async function onOwnConnection<T>(url: string, work: (client: Client) => Promise
   }
 }
 
-/** The server's sessions whose last statement was a LISTEN (other than the one asking). */
+/**
+ * The API's LISTEN sessions on the database at `url`: found by their `application_name`, not by their last statement
+ * (the round trip kept secret values wait for runs a `SELECT 1` on the same session).
+ */
 export function listenSessions(url: string): Promise<number[]> {
   return onOwnConnection(url, async (client) => {
     const { rows } = await client.query<{ pid: number }>(
-      `SELECT pid FROM pg_stat_activity WHERE query ILIKE 'LISTEN%' AND pid <> pg_backend_pid()`,
+      `SELECT pid FROM pg_stat_activity
+        WHERE application_name = $1 AND datname = current_database() AND pid <> pg_backend_pid()`,
+      [LISTEN_APPLICATION_NAME],
     );
     return rows.map((row) => row.pid);
   });

@@ -200,6 +200,13 @@ export function findActiveKeysByIdOrPrefix(db: Queryable, target: string): Promi
 }
 
 /**
+ * The `application_name` of an API process' LISTEN connection (key revocations, secret changes): how an operator, or a
+ * test, finds that session in `pg_stat_activity` whatever statement it ran last (its freshness round trip is a
+ * `SELECT 1`).
+ */
+export const LISTEN_APPLICATION_NAME = 'verity-api-listen';
+
+/**
  * Subscribes a dedicated connection (not one of the pool's) to key revocations; its `notification` events on
  * KEY_REVOCATION_CHANNEL then say "drop cached keys".
  */

@@ -2,6 +2,7 @@ import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs
 import { TenantSecretsCache } from '@verity/connectors';
 import {
   KEY_REVOCATION_CHANNEL,
+  LISTEN_APPLICATION_NAME,
   ResilientPgClient,
   TENANT_SECRETS_CHANNEL,
   heardSoFar,
@@ -128,6 +129,7 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     const client = new ResilientPgClient({
       connectionString: this.config.DATABASE_URL,
       query_timeout: this.config.DATABASE_QUERY_TIMEOUT_MS,
+      application_name: LISTEN_APPLICATION_NAME,
     });
     const lost = () => {
       if (this.client === client) {

@@ -241,6 +241,14 @@ describe("EventNotifier and the tenant's secret values kept for answers (real Po
     expect(await cache.get('acme', read('none again'))).toBe('none again');
   });
 
+  it('its LISTEN session is found after the round trip kept values wait for, as after its LISTEN', async () => {
+    await cache.get('acme', read('kept'));
+    // A second answer uses what is kept after a round trip (a `SELECT 1`) on the LISTEN session: its last statement.
+    await cache.get('acme', read('not read'));
+    const listening = (notifier as unknown as { client: { processID: number } | null }).client!.processID;
+    expect(await listenSessions(db.url)).toEqual([listening]);
+  });
+
   it('the LISTEN connection lost: nothing is kept, nor used, until it listens again', async () => {
     await cache.get('acme', read('kept'));
     const listening = (notifier as unknown as { client: { processID: number } | null }).client!.processID;
