@@ -55,6 +55,80 @@ describe('answerRedactor', () => {
   });
 });
 
+describe('answerRedactor and a legacy secret shorter than the minimum', () => {
+  // Stored before values were refused under SECRET_VALUE_MIN_LENGTH characters: "1", "OK", "EUR".
+  const redact = answerRedactor({ one: '1', short: 'EUR', token: 'tok-12345678' });
+
+  it('replaces only a string that is the value as a whole: ids, times, statuses and other text keep their characters', () => {
+    const answer = {
+      id: 'exe_01J9Z1A1B1C1',
+      status: 'VERIFIED',
+      at: '2026-11-01T10:11:21.100Z',
+      params: { currency: 'EUR', amount: 1, note: 'EUR 1 order-1', count: '1', ref: 'tok-12345678' },
+      events: [{ type: 'operation.sent', seq: '11', reason: 'EURO' }],
+    };
+    expect(redact(answer)).toEqual({
+      ...answer,
+      params: {
+        currency: '{{secret:short}}',
+        amount: 1,
+        note: 'EUR 1 order-1',
+        count: '{{secret:one}}',
+        ref: '{{secret:token}}',
+      },
+    });
+  });
+
+  it('finds the short value as a whole in any spelling, and a secret of the minimum length anywhere as before', () => {
+    expect(answerRedactor({ pin: 'a b' })(['a b', 'a%20b', 'a+b', 'xa b'])).toEqual([
+      '{{secret:pin}}',
+      '{{secret:pin}}',
+      '{{secret:pin}}',
+      'xa b',
+    ]);
+    expect(answerRedactor({ eight: '12345678' })('order-12345678')).toBe('order-{{secret:eight}}');
+  });
+});
+
+describe('answerRedactor with hostile values', () => {
+  it('leaves a placeholder on file whole: a value that is part of its text (`{{secret:`) is not found inside it', () => {
+    // A provider answer stored redacted by the connector door holds `{{secret:crm}}`; a secret is `{{secret:` itself.
+    const redact = answerRedactor({ crm: 'crm-token-123', brace: '{{secret:', name: 'secret:crm' });
+    expect(redact('ref {{secret:crm}} / crm-token-123')).toBe('ref {{secret:crm}} / {{secret:crm}}');
+    // Where the value stands in plain text (not inside a placeholder naming a secret), it is replaced.
+    expect(redact('x {{secret: y')).toBe('x {{secret:brace}} y');
+    expect(redact('{{secret:nothing}}')).toBe('{{secret:brace}}nothing}}');
+    expect(redact('secret:crm!')).toBe('{{secret:name}}!');
+  });
+
+  it('replaces a placeholder a value runs into whole with it, never leaving a tail of either', () => {
+    const redact = answerRedactor({ crm: 'crm-token-123', edge: 'xx{{secret:', tail: 'crm}}-and-more' });
+    expect(redact('id xx{{secret:crm}} end')).toBe('id {{secret:edge}} end');
+    expect(redact('id {{secret:crm}}-and-more end')).toBe('id {{secret:tail}} end');
+  });
+
+  it('never answers a value made of a placeholder it writes next to the text around it', () => {
+    // `wrap`'s value is what the text becomes once `inner` is replaced: it is replaced in turn, whole.
+    const redact = answerRedactor({ inner: 'inner-secret-1', wrap: 'pre:{{secret:inner}}:post' });
+    const out = redact('pre:inner-secret-1:post');
+    expect(out).toBe('{{secret:wrap}}');
+    const twice = answerRedactor({ a: 'a-secret-value', b: 'x{{secret:a}}', c: 'y{{secret:b}}' });
+    expect(twice('yxa-secret-value')).toBe('{{secret:c}}');
+    for (const text of ['pre:{{secret:inner}}:post', 'pre:inner-secret-1:post and inner-secret-1']) {
+      expect(redact(text)).not.toContain('pre:{{secret:inner}}:post');
+    }
+  });
+
+  it('replaces a value that holds another whole, and is the same whatever order the secrets come in', () => {
+    const values = { outer: 'outer-12345678-x', inner: '12345678', brace: '}}{{secret:' };
+    const one = answerRedactor(values);
+    const other = answerRedactor(Object.fromEntries(Object.entries(values).reverse()));
+    const text = 'outer-12345678-x 12345678 {{secret:inner}}{{secret:outer}} a}}{{secret:b';
+    expect(one(text)).toBe(other(text));
+    expect(one(text)).toBe('{{secret:outer}} {{secret:inner}} {{secret:brace}} a{{secret:brace}}b');
+  });
+});
+
 describe('secretRedactor', () => {
   const redact = secretRedactor({ token: 's3cr3t-Token', long: 's3cr3t-Token-and-more', odd: 'a b/c"d' });
 

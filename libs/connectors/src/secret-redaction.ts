@@ -9,6 +9,7 @@ import {
 } from './connector';
 import type { SendOutcome } from './classify';
 import { storableText, withinKeptDepth } from './storable-text';
+import { SECRET_VALUE_MIN_LENGTH } from './tenant-settings';
 
 /** What a secret value is replaced by wherever it would be stored, shown or logged. */
 export function secretPlaceholder(name: string): string {
@@ -100,9 +101,14 @@ export function secretRedactor(secrets: Readonly<Record<string, string>> | undef
  * secret): only string values are rewritten, never member names or numbers, which are the answer's shape. Whatever the
  * secret's value (`true`, `":"`, a member name), the answer stays the same JSON with the same members, each of the same
  * type; a string that held a value holds its placeholder instead. `value` itself is left as it is.
+ *
+ * A value shorter than SECRET_VALUE_MIN_LENGTH (stored before that minimum) is replaced only where a string is that
+ * value as a whole (in any of its spellings): found inside text, a value of a character or a word would rewrite ids,
+ * times and words of every answer. And the answer's text is never garbled by a value that is part of a placeholder's
+ * own text (`{{secret:`): see `answerTextRedactor`.
  */
 export function answerRedactor(secrets: Readonly<Record<string, string>> | undefined): Redact {
-  const redactText = textRedactor(secrets);
+  const redactText = answerTextRedactor(secrets);
   if (redactText === null) return identity;
   const redactValue = (value: unknown): unknown => {
     if (typeof value === 'string') return redactText(value);
@@ -113,6 +119,69 @@ export function answerRedactor(secrets: Readonly<Record<string, string>> | undef
     return value;
   };
   return <T>(value: T) => redactValue(value) as T;
+}
+
+/**
+ * An answer's string with each secret value replaced, unambiguously:
+ * - a value of fewer than SECRET_VALUE_MIN_LENGTH characters only where it is the whole string;
+ * - every other value wherever it stands, in one pass over the text (the longest first where two start together, the
+ *   text of values that overlap replaced whole), but never inside a placeholder naming one of the tenant's secrets
+ *   (`{{secret:NAME}}`, stored by the connector door or just written): a value found wholly in one is that
+ *   placeholder's own text (`{{secret:`, `secret:NAME`), and the placeholder is kept. A value that runs into a
+ *   placeholder is replaced together with the whole placeholder, so no tail of it (`crm}}`) is left;
+ * - the text is looked through again after each pass: where a placeholder just written makes up a value with the text
+ *   around it (a value `x{{secret:a}}` where `x` stood before `a`'s value), that value is replaced too. Each pass leaves
+ *   fewer characters outside placeholders, or fewer placeholders, so this ends.
+ */
+function answerTextRedactor(secrets: Readonly<Record<string, string>> | undefined): ((text: string) => string) | null {
+  const long: Record<string, string> = {};
+  const whole = new Map<string, string>();
+  const names: string[] = [];
+  for (const [name, value] of Object.entries(secrets ?? {})) {
+    if (typeof value !== 'string' || value.length === 0) continue;
+    names.push(name);
+    if (value.length >= SECRET_VALUE_MIN_LENGTH) {
+      long[name] = value;
+      continue;
+    }
+    for (const spelling of spellings(value)) {
+      const known = whole.get(spelling);
+      if (spelling && (known === undefined || name < known)) whole.set(spelling, name);
+    }
+  }
+  const find = spanFinder(long);
+  if (find === null && whole.size === 0) return null;
+  const placeholder = new RegExp(
+    `\\{\\{secret:(?:${names
+      .sort((a, b) => b.length - a.length || (a < b ? -1 : 1))
+      .map(escapeRegExp)
+      .join('|')})\\}\\}`,
+    'g',
+  );
+  return (text: string): string => {
+    const wholeName = whole.get(text);
+    if (wholeName !== undefined) return secretPlaceholder(wholeName);
+    if (find === null) return text;
+    let out = text;
+    // At most one pass per character (each pass shortens what is outside placeholders), and one more that finds nothing.
+    for (let pass = 0; pass <= text.length; pass += 1) {
+      const kept = [...out.matchAll(placeholder)].map((m) => ({ start: m.index, end: m.index + m[0].length }));
+      const spans: Span[] = [];
+      for (const span of find(out)) {
+        if (kept.some((p) => p.start <= span.start && span.end <= p.end)) continue;
+        for (const p of kept) {
+          if (p.start < span.end && span.start < p.end) {
+            span.start = Math.min(span.start, p.start);
+            span.end = Math.max(span.end, p.end);
+          }
+        }
+        spans.push(span);
+      }
+      if (spans.length === 0) return out;
+      out = replaceSpans(out, spans);
+    }
+    return out;
+  };
 }
 
 /**
@@ -129,6 +198,16 @@ function writtenAsMembers(value: unknown): value is Record<string, unknown> {
 
 /** The text with every secret value of `secrets` in any spelling replaced by its placeholder; null: nothing to find. */
 function textRedactor(secrets: Readonly<Record<string, string>> | undefined): ((text: string) => string) | null {
+  const find = spanFinder(secrets);
+  if (find === null) return null;
+  return (text: string): string => {
+    const found = find(text);
+    return found.length === 0 ? text : replaceSpans(text, found);
+  };
+}
+
+/** Where `text` holds a secret value of `secrets` in any spelling (spans that may overlap); null: nothing to find. */
+function spanFinder(secrets: Readonly<Record<string, string>> | undefined): ((text: string) => Span[]) | null {
   const byText = new Map<string, string>();
   for (const [name, value] of Object.entries(secrets ?? {})) {
     if (typeof value !== 'string' || value.length === 0) continue;
@@ -150,7 +229,7 @@ function textRedactor(secrets: Readonly<Record<string, string>> | undefined): ((
       if (text && (known === undefined || name < known)) decodedValues.set(text, name);
     }
   }
-  return (text: string): string => {
+  return (text: string): Span[] => {
     const found: Span[] = [];
     pattern.lastIndex = 0;
     for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
@@ -160,7 +239,7 @@ function textRedactor(secrets: Readonly<Record<string, string>> | undefined): ((
       pattern.lastIndex = match.index + 1;
     }
     if (/%[0-7][0-9a-f]|\+/i.test(text)) found.push(...percentEncodedSpans(text, decodedValues));
-    return found.length === 0 ? text : replaceSpans(text, found);
+    return found;
   };
 }
 

@@ -6,6 +6,7 @@ import {
   connectorSettingsVersion,
   spendingUsage,
   upsertConnectorSettings,
+  writeConnectorSecret,
 } from '@verity/persistence';
 import type { VerityConfig } from '@verity/platform';
 import pino from 'pino';
@@ -155,5 +156,21 @@ describe("ConnectorSettingsService: the values kept by the process that changes 
     expect(await answered()).toBe(`paid with {{secret:tok}} and ${OTHER}`);
     await service.clear(acme, 'http');
     expect(await answered()).toBe(text);
+  });
+  it('a secret stored before the 8-character minimum is replaced only where a string is its whole value', async () => {
+    // Written as it was before values under 8 characters were refused.
+    await writeConnectorSecret(db.dataSource.manager, new SecretsCipher(undefined), 'acme', 'http', 'pin', '1', 'k');
+    kept.changed('acme');
+    const answer = {
+      id: 'exe_01J9Z1A1',
+      status: 'MANUAL_REVIEW',
+      created_at: '2026-12-01T10:11:12.100Z',
+      params: { pin: '1', amount: 1, note: 'order 1 of 11' },
+    };
+    expect((await connectors.answerRedactorOf('acme'))(answer)).toEqual({
+      ...answer,
+      params: { ...answer.params, pin: '{{secret:pin}}' },
+    });
+    await service.clear(acme, 'http');
   });
 });
