@@ -1,3 +1,4 @@
+import { Verity } from '@verity/sdk';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { openStream } from './api-sse';
@@ -92,6 +93,50 @@ describe('an API whose SECRETS_KEY does not open the tenant’s secrets', () => 
       expect(stream.status).toBe(200);
       const frames = await stream.waitFor((sent) => sent.length > 0, 15_000);
       expect(frames[0].event).toBe('execution.created');
+    } finally {
+      stream.abort();
+    }
+  });
+
+  // Last: it re-seals the secret under the other API's key.
+  it('a stream whose secrets stop opening while it is open closes without `end`, and its reconnection is told why', async () => {
+    const url = `${stack.apiUrl}/v1/executions/${executionId}/stream`;
+    const stream = await openStream(url, DEMO.agent);
+    try {
+      expect(stream.status).toBe(200);
+      const before = await stream.waitFor((sent) => sent.length > 0, 15_000);
+      const lastEventId = before[before.length - 1].id!;
+      // The secret set again through the other API: sealed under its key, which this API does not hold.
+      const resealed = await http(otherApi, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { secrets: { crm_token: 'crm-token-sealed-over-there' } },
+      });
+      expect(resealed.status).toBe(200);
+      // A new event for the stream's next page (the other API can redact its answer now).
+      const cancelled = await http(otherApi, 'POST', `/v1/executions/${executionId}/cancel`, {
+        key: DEMO.agent,
+        body: { reason: 'ends the page' },
+      });
+      expect(cancelled.status).toBeLessThan(300);
+      await stream.closed;
+      // Nothing of the page it could not redact was sent, and no `end`: the stream is not over, only this connection.
+      expect(stream.frames.map((f) => f.event)).toEqual(before.map((f) => f.event));
+      expect(stream.frames.map((f) => f.event)).not.toContain('end');
+      expect(stack.logs('api')).toMatch(/stream closed: the tenant’s secrets do not open/);
+      // Its reconnection (with its Last-Event-ID, as a client does) is the 503 that says why.
+      const again = await http<{ type: string; detail: string }>(stack.apiUrl, 'GET', url.slice(stack.apiUrl.length), {
+        key: DEMO.agent,
+        headers: { 'last-event-id': lastEventId, accept: 'text/event-stream' },
+      });
+      expect(again.status).toBe(503);
+      expect(again.body.type).toMatch(/secrets-unreadable$/);
+      expect(again.body.detail).toContain('SECRETS_KEY');
+      // The SDK, resuming there, is handed that problem (told not to wait for the key to be fixed).
+      const resumed = new Verity({ baseUrl: stack.apiUrl, apiKey: DEMO.agent }).stream(executionId, {
+        lastEventId,
+        retryOnBusy: false,
+      });
+      await expect(resumed.toArray()).rejects.toMatchObject({ status: 503, code: 'secrets-unreadable' });
     } finally {
       stream.abort();
     }

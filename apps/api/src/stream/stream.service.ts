@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   OperationEntity,
+  SecretUnreadableError,
   contradictedOnRecord,
   findExecution,
   findExecutionWithOperations,
@@ -18,7 +19,7 @@ import { ApiKeyService } from '../auth/api-key.service';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
-import { TenantConnectors } from '@verity/connectors';
+import { type Redact, TenantConnectors } from '@verity/connectors';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
 import { TenantShare } from '../held-counts';
@@ -201,7 +202,20 @@ export class StreamService {
         const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
         // The tenant's secret values of now, read once for a page that has events: a value written in plain before it
         // was made a secret (a reason, params) is sent as its placeholder, as every other answer does (RedactSecretValues).
-        const redact = events.length > 0 ? await this.connectors.answerRedactorOf(principal.tenantId) : undefined;
+        let redact: Redact | undefined;
+        try {
+          redact = events.length > 0 ? await this.connectors.answerRedactorOf(principal.tenantId) : undefined;
+        } catch (error) {
+          if (!(error instanceof SecretUnreadableError)) throw error;
+          // The secrets stopped opening with this process' key since the stream began (re-sealed under another): the
+          // page cannot be sent redacted, nor unredacted. The connection closes without `end` — the stream is not over,
+          // as at a shutdown — and the client's reconnection is told why (503 secrets-unreadable, before its 200).
+          this.logger.warn(
+            { executionId, keyId: principal.keyId, lastSentSeq: cursor, err: error },
+            'stream closed: the tenant’s secrets do not open with this SECRETS_KEY',
+          );
+          break;
+        }
         let keptUp = true;
         for (const event of events) {
           // Ended under this page (closeAll at shutdown): the rest is for the client's next connection.
