@@ -148,6 +148,45 @@ describe('MCP cancellation over stateless HTTP', () => {
     waiting.controller.abort('done');
     await waiting.call;
   });
+  it('another key sending this client’s Mcp-Session-Id cancels nothing of it', async () => {
+    // A session id is no secret (it travels in headers, logs, proxies): another key that learns it and names the
+    // client's request 1 in that session must stop nothing — the key scopes a cancellation, the session only narrows it.
+    const [mine, intruder, witnessKey] = [await agentKey(), await agentKey(), await agentKey()];
+    const [execution, witnessExecution] = [await heldExecution(mine), await heldExecution(witnessKey)];
+    const mineClient = await client(mine, stack.apiUrls[0]);
+    const witness = await client(witnessKey, stack.apiUrls[0]);
+    const waiting = await startWait(mineClient, execution);
+    const witnessWaiting = await startWait(witness, witnessExecution);
+    expect([waiting.requestId, witnessWaiting.requestId]).toEqual([1, 1]);
+    const session = [...transportsOf].find(([, c]) => c === mineClient)![0].sessionId;
+    expect(session).toMatch(/^[0-9a-f-]{36}$/);
+    for (const to of stack.apiUrls) {
+      const answer = await http(to, 'POST', '/mcp', {
+        key: intruder,
+        headers: {
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-06-18',
+          'mcp-session-id': session!,
+        },
+        body: { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, reason: 'not yours' } },
+      });
+      expect(answer.status).toBe(202);
+    }
+    // The witness's own cancellation, sent after them on the same channel: once its wait let go, they were heard.
+    await witness.notification({ method: 'notifications/cancelled', params: { requestId: 1, reason: 'test' } });
+    await waitFor(
+      () => streamStatus(witnessKey, witnessExecution),
+      (status) => status === 200,
+      10_000,
+      200,
+    );
+    let settled = false;
+    void waiting.call.then(() => (settled = true));
+    expect(await streamStatus(mine, execution)).toBe(429);
+    expect(settled).toBe(false);
+    waiting.controller.abort('done');
+    await waiting.call;
+  });
   it('clients sharing a key: one’s cancellation of its request 1 does not stop the other’s request 1', async () => {
     // Each client's ids are its own (1, 2, 3…), so two clients of one key send the same ids. A cancellation is scoped
     // to the session (Mcp-Session-Id) of the client that sends it.
