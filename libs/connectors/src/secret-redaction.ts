@@ -165,9 +165,12 @@ function answerTextRedactor(secrets: Readonly<Record<string, string>> | undefine
     let out = text;
     // At most one pass per character (each pass shortens what is outside placeholders), and one more that finds nothing.
     for (let pass = 0; pass <= text.length; pass += 1) {
+      const found = find(out);
+      // Most strings hold no secret: one search, no more.
+      if (found.length === 0) return out;
       const kept = [...out.matchAll(placeholder)].map((m) => ({ start: m.index, end: m.index + m[0].length }));
       const spans: Span[] = [];
-      for (const span of find(out)) {
+      for (const span of found) {
         if (kept.some((p) => p.start <= span.start && span.end <= p.end)) continue;
         for (const p of kept) {
           if (p.start < span.end && span.start < p.end) {
