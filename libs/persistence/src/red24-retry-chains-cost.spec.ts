@@ -1,0 +1,127 @@
+import { chargeOperation, insertTestExecution } from '../../../test/support/fixtures';
+import { useTestDatabase } from '../../../test/support/test-database';
+import { DENIAL_LIMIT } from '@verity/status-model';
+import { EARLIER_ATTEMPTS_SHOWN, INTAKE_SQL, RETRY_CHAIN_DEPTH, retryChainsOf } from './store';
+
+/**
+ * What a page of long chains of retries costs `retryChainsOf` (INTAKE_SQL.retryChains), measured on seeded rows with
+ * EXPLAIN ANALYZE: a page of the largest size a list answers (200 executions, each a retry at the end of a chain longer
+ * than the walk) and one chain of 10,000 links (rows no API makes now: older data, or a hand-written link). The walk is
+ * bounded per operation asked by RETRY_CHAIN_DEPTH, whatever the chains' length, and answers only the rows shown.
+ */
+describe('retryChainsOf on a page of long chains (real Postgres, EXPLAIN ANALYZE)', () => {
+  const db = useTestDatabase('red24chaincost', ['acme']);
+  const PAGE = 200;
+  const LONG = 10_000;
+  let template: string;
+
+  /**
+   * `count` chains of `links` operations (`prefix`-c-l), each the retry of the one before, every tenth denied, each in
+   * an execution of its own (as a retry is): one statement per table, copies of one operation inserted as intake does.
+   */
+  async function seedChains(prefix: string, count: number, links: number): Promise<string[]> {
+    // The links are inserted in order, each after the one it retries: the foreign keys' checks (one trigger per row)
+    // are skipped for the seed's own transaction only, so the seed takes seconds on a loaded machine, not minutes.
+    await db.dataSource.transaction(async (tx) => {
+      await tx.query(`SET LOCAL session_replication_role = replica`);
+      await tx.query(
+        `INSERT INTO executions SELECT (jsonb_populate_record(NULL::executions, to_jsonb(t)
+         || jsonb_build_object('id', 'exe_' || $2 || '_' || c || '_' || l, 'idempotency_key', NULL))).*
+       FROM executions t, generate_series(1, $3::int) c, generate_series(1, $4::int) l
+       WHERE t.id = (SELECT execution_id FROM operations WHERE id = $1)`,
+        [template, prefix, count, links],
+      );
+      await tx.query(
+        `INSERT INTO operations SELECT (jsonb_populate_record(NULL::operations, to_jsonb(t) || jsonb_build_object(
+           'id', 'op_' || $2 || '_' || c || '_' || l,
+           'execution_id', 'exe_' || $2 || '_' || c || '_' || l,
+           'retry_of', CASE WHEN l > 1 THEN 'op_' || $2 || '_' || c || '_' || (l - 1) END,
+           'status', 'CANCELLED',
+           'terminal_reason', CASE WHEN l % 10 = 0 THEN 'DENIED' END,
+           'approval', CASE WHEN l % 10 = 0 THEN jsonb_build_object('state', 'denied', 'decided_by', 'key_r',
+             'decided_at', '2026-12-07T10:00:00.000Z', 'reason', repeat('x', 2000)) END))).*
+       FROM operations t, generate_series(1, $3::int) c, generate_series(1, $4::int) l
+       WHERE t.id = $1
+       ORDER BY c, l`,
+        [template, prefix, count, links],
+      );
+    });
+    await db.dataSource.query('ANALYZE operations');
+    return Array.from({ length: count }, (_, c) => `op_${prefix}_${c + 1}_${links}`);
+  }
+
+  /** The plan of the statement for `ids`, run: its walk's rows (the recursive CTE's), the rows answered, the time. */
+  async function analyze(ids: string[]): Promise<{ walked: number; answered: number; ms: number }> {
+    const [{ 'QUERY PLAN': plans }] = (await db.dataSource.query(
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${INTAKE_SQL.retryChains}`,
+      ['acme', ids, RETRY_CHAIN_DEPTH],
+    )) as { 'QUERY PLAN': { Plan: PlanNode; 'Execution Time': number }[] }[];
+    const [plan] = plans;
+    const nodes: PlanNode[] = [];
+    const visit = (node: PlanNode) => {
+      nodes.push(node);
+      (node.Plans ?? []).forEach(visit);
+    };
+    visit(plan.Plan);
+    const recursive = nodes.find((node) => node['Node Type'] === 'Recursive Union');
+    return {
+      walked: recursive!['Actual Rows'] * recursive!['Actual Loops'],
+      answered: plan.Plan['Actual Rows'],
+      ms: plan['Execution Time'],
+    };
+  }
+
+  let long: string[];
+
+  beforeAll(async () => {
+    const op = chargeOperation();
+    await insertTestExecution(db.dataSource.manager, 'acme', { operations: [op] });
+    template = op.id;
+    const [end] = await seedChains('long', 1, LONG);
+    long = Array.from({ length: LONG }, (_, l) => end.replace(/_\d+$/, `_${l + 1}`));
+  }, 180_000);
+
+  it('walks a page of the 200 latest retries of a chain of 10,000 links at most RETRY_CHAIN_DEPTH + 1 links each', async () => {
+    // The executions list's largest page: the 200 latest executions, each a retry of the one before.
+    const page = long.slice(-PAGE);
+    const cost = await analyze(page);
+    expect(cost.walked).toBeLessThanOrEqual(PAGE * (RETRY_CHAIN_DEPTH + 1));
+    expect(cost.answered).toBeLessThanOrEqual(PAGE * (EARLIER_ATTEMPTS_SHOWN + 1 + DENIAL_LIMIT));
+    // A bound far above what it takes (under 200 ms on a loaded 2-core machine), to catch a walk that is not bounded.
+    expect(cost.ms).toBeLessThan(5_000);
+    const chains = await retryChainsOf(
+      db.dataSource.manager,
+      'acme',
+      page.map((id) => ({ id, retryOf: 'linked', approval: null })),
+    );
+    expect(chains.size).toBe(PAGE);
+    // Denied: every tenth link; each retry's walk (it and RETRY_CHAIN_DEPTH back) holds 10 or 11 of them.
+    for (const [id, chain] of chains) {
+      const l = long.indexOf(id) + 1;
+      const denied = Array.from({ length: RETRY_CHAIN_DEPTH + 1 }, (_, d) => l - d).filter((k) => k % 10 === 0);
+      expect(chain).toMatchObject({ uncounted: true, denials: denied.length });
+      expect(chain.earlier.length).toBeLessThanOrEqual(EARLIER_ATTEMPTS_SHOWN + DENIAL_LIMIT);
+      // Every attempt listed is up its own chain, within the walk.
+      for (const attempt of chain.earlier) {
+        const k = long.indexOf(attempt.operationId) + 1;
+        expect(k).toBeGreaterThanOrEqual(l - RETRY_CHAIN_DEPTH);
+        expect(k).toBeLessThan(l);
+      }
+    }
+    process.stdout.write(`red24 page of ${PAGE} retries of a chain of ${LONG}: ${JSON.stringify(cost)}\n`);
+  });
+
+  it('walks a chain of 10,000 links no further than RETRY_CHAIN_DEPTH back, from its end and from its middle', async () => {
+    const cost = await analyze([long[LONG - 1], long[LONG / 2]]);
+    expect(cost.walked).toBeLessThanOrEqual(2 * (RETRY_CHAIN_DEPTH + 1));
+    expect(cost.ms).toBeLessThan(5_000);
+    process.stdout.write(`red24 chain of ${LONG}: ${JSON.stringify(cost)}\n`);
+  });
+});
+
+interface PlanNode {
+  'Node Type': string;
+  'Actual Rows': number;
+  'Actual Loops': number;
+  Plans?: PlanNode[];
+}
