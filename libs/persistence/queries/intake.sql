@@ -80,17 +80,22 @@ UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3
                  OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')) RETURNING id;
 
 -- refutedRetries
-SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
-     AND o.retry_of IS NOT NULL AND EXISTS (
-          WITH RECURSIVE chain AS (
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro WHERE ro.id = o.retry_of AND ro.tenant_id = o.tenant_id
-            UNION
-            SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
-            FROM operations ro JOIN chain c ON ro.id = c.retry_of AND ro.tenant_id = o.tenant_id)
-          SELECT 1 FROM chain WHERE chain.status = 'FAILED'
+WITH RECURSIVE up AS (
+       SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+       FROM operations o JOIN operations ro ON ro.id = o.retry_of AND ro.tenant_id = $1
+       WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
+       UNION
+       SELECT ro.id, ro.retry_of, ro.status, ro.acknowledged_at, ro.obligation
+       FROM operations ro JOIN up c ON ro.id = c.retry_of AND ro.tenant_id = $1),
+     down AS (
+       SELECT o.id FROM up chain JOIN operations o ON o.retry_of = chain.id AND o.tenant_id = $1
+       WHERE chain.status = 'FAILED'
             AND (chain.acknowledged_at IS NOT NULL
-                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed'));
+                 OR coalesce(chain.obligation, '{}'::jsonb) ? 'effect_shown_after_failed')
+       UNION
+       SELECT o.id FROM down d JOIN operations o ON o.retry_of = d.id AND o.tenant_id = $1)
+     SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
+       AND o.retry_of IS NOT NULL AND o.id IN (SELECT id FROM down);
 
 -- executionsOfWaitingRetries
 WITH RECURSIVE down AS (

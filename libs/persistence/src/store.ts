@@ -23,7 +23,7 @@ import {
 import { SecretsCipher } from './secrets-cipher';
 import { operationVersionOf } from './operation-version';
 import { approvalPolicyOf } from './tenant-policy';
-import { refutedUpTheChain, refutedUpTheChainLocked } from './retry-chain';
+import { refutedRetriesOf, refutedUpTheChainLocked } from './retry-chain';
 import { Queryable, isoInstant, rows, sqlLiterals, transaction } from './sql';
 import { TransitionService } from './transition.service';
 
@@ -236,9 +236,9 @@ export const INTAKE_SQL = {
   // cancelled at its send, retry_refuted).
   setRetryOf: `UPDATE operations SET retry_of = $2 WHERE id = $1 AND tenant_id = $3
      AND NOT ${refutedUpTheChainLocked('$2', '$3')} RETURNING id`,
-  // Of the operations $2 (retries), those whose chain of retries holds a FAILED contradicted since (retry_refuted).
-  refutedRetries: `SELECT o.id FROM operations o WHERE o.tenant_id = $1 AND o.id = ANY($2::text[])
-     AND o.retry_of IS NOT NULL AND ${refutedUpTheChain('o.retry_of', 'o.tenant_id')}`,
+  // Of the operations $2 (retries), those whose chain of retries holds a FAILED contradicted since (retry_refuted): each
+  // link up the page's chains walked once, however many of the page's retries it lies behind (refutedRetriesOf).
+  refutedRetries: refutedRetriesOf('$2::text[]', '$1'),
   // The executions of the retries made on the word of operation $1, or of one of its retries in turn (`retry_of`, followed
   // down), that are not sent yet (PREPARED: waiting on an approval, a dependency or a send): what a contradiction of
   // $1's FAILED leaves to cancel (retry_refuted). One probe of the unique index on retry_of per link.
