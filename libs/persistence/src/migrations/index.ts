@@ -10,6 +10,7 @@ import { IdempotencyExpiryIndex1764500000000 } from './1764500000000-idempotency
 import { IdempotencyRoute1764700000000 } from './1764700000000-idempotency-route';
 import { ReadBacksBoundAfterCapLock1764710000000 } from './1764710000000-read-backs-bound-after-cap-lock';
 import { RetryChainLocked1764716000000 } from './1764716000000-retry-chain-locked';
+import { RetryChainLockedLinear1764721800000 } from './1764721800000-retry-chain-locked-linear';
 import { RecheckRequests1764717000000 } from './1764717000000-recheck-requests';
 import { RecheckRequestLifetime1764718000000 } from './1764718000000-recheck-request-lifetime';
 import { RecheckRequestPruneIndexes1764719000000 } from './1764719000000-recheck-request-prune-indexes';
@@ -81,4 +82,5 @@ export const MIGRATIONS = [
   CapAmountBoundedDigits1764721500000,
   WebhookSendsInFlight1764721600000,
   WebhookSendsInFlightTenant1764721700000,
+  RetryChainLockedLinear1764721800000,
 ];
