@@ -12,7 +12,7 @@ import {
 } from '@verity/status-model';
 import { z } from 'zod';
 import { CriterionSchema, OperationStatusSchema, SubmissionSchema } from './executions/submission';
-import { filledText, refuseHiddenCharacters, text } from './http/text';
+import { filledText, refuseHiddenCharacters, refuseInvisible, text } from './http/text';
 import { PROBLEM_CODES, problemType } from './problem/problem';
 
 /**
@@ -25,10 +25,14 @@ import { PROBLEM_CODES, problemType } from './problem/problem';
 // Requests (besides the submission, in executions/submission.ts)
 
 // A reason and a reviewer's evidence are shown to the next reviewer: nothing in them may hide or reorder what is read.
+// A reason given that shows nothing (spaces, U+200B…) would be shown as a reason given (“ ”): leave it out instead.
+const REASON_SHOWS_NOTHING =
+  'must contain a visible character (not only white space or invisible characters): leave it out to give none';
 export const CancelBody = z.strictObject({
   reason: text()
     .max(1000)
     .superRefine(refuseHiddenCharacters({ lines: true }))
+    .superRefine(refuseInvisible(REASON_SHOWS_NOTHING))
     .optional(),
 });
 
@@ -37,6 +41,7 @@ export const ApprovalBody = z.strictObject({
   reason: text()
     .max(2000)
     .superRefine(refuseHiddenCharacters({ lines: true }))
+    .superRefine(refuseInvisible(REASON_SHOWS_NOTHING))
     .optional(),
   /**
    * The approval request this decision answers: the operation's `approval.requested_at` as the reviewer was shown it.

@@ -23,8 +23,11 @@ export function text(): z.ZodString {
  */
 const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}]*$/u;
 
-/** Refuses, as `too_small` (to a reader it says nothing, as the empty string does), a value that shows nothing. */
-function refuseInvisible(message: string) {
+/**
+ * Refuses, as `too_small` (to a reader it says nothing, as the empty string does), a value that shows nothing. The
+ * empty string is left to the field's own rule: a reason left empty is "none given", and shown so.
+ */
+export function refuseInvisible(message: string) {
   return (value: string, ctx: z.RefinementCtx) => {
     // The empty string is min's `too_small`, answered once.
     if (value !== '' && SHOWS_NOTHING.test(value)) {
