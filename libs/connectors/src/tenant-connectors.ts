@@ -7,7 +7,7 @@ import {
   loadConnectorSettings,
   loadTenantSecrets,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, tenantPrivateEgress } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, tenantPrivateEgress, tenantSecretsReads } from '@verity/platform';
 import { DataSource } from 'typeorm';
 import type { AllowedHost, Connector, ConnectorEnvironment, TenantConnectorSettings } from './connector';
 import { PlatformService, effectiveAllowHosts, platformServices } from './egress';
@@ -110,6 +110,7 @@ export class TenantConnectors {
       const secrets: Record<string, string> = {};
       let size = 0;
       const { connectors, cipher } = this.secretsAccess();
+      tenantSecretsReads.inc();
       for (const { connector, name, value } of await loadTenantSecrets(this.db.manager, tenantId, connectors, cipher)) {
         // Named as a placeholder names it; two connectors' secrets of one name both kept (the second as `connector:NAME`).
         secrets[name in secrets ? `${connector}:${name}` : name] = value;

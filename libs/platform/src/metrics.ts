@@ -76,3 +76,20 @@ export const enqueueFailures = new Counter({
   labelNames: ['job'] as const,
   registers: [metricsRegistry],
 });
+
+/**
+ * Round trips on the API's LISTEN connection that confirm every change of a tenant's secrets committed before a request
+ * was heard, before an answer is redacted with the values this process kept (TenantSecretsCache).
+ */
+export const secretsFreshnessRoundTrips = new Counter({
+  name: 'verity_secrets_freshness_round_trips_total',
+  help: "Round trips on the LISTEN connection confirming a tenant's kept secret values are current before they are used",
+  registers: [metricsRegistry],
+});
+
+/** Reads of a tenant's secret values for what its answers are looked through for (one statement each). */
+export const tenantSecretsReads = new Counter({
+  name: 'verity_tenant_secrets_reads_total',
+  help: "Reads of a tenant's secret values for redacting its answers or looking through its text (one statement each)",
+  registers: [metricsRegistry],
+});

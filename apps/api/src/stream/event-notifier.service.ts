@@ -9,7 +9,15 @@ import {
   listenForKeyRevocations,
   listenForSecretChanges,
 } from '@verity/persistence';
-import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig, createRedisClient } from '@verity/platform';
+import {
+  LOGGER,
+  Logger,
+  RedisClient,
+  VERITY_CONFIG,
+  VerityConfig,
+  createRedisClient,
+  secretsFreshnessRoundTrips,
+} from '@verity/platform';
 import { eventsChannel } from '@verity/queues';
 import { ApiKeyService } from '../auth/api-key.service';
 
@@ -160,7 +168,10 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     // Nothing read before now is kept (setLive drops all): a change committed while no one listened is not missed.
     this.secretValues.setLive(
       true,
-      sharedRoundTrips(() => heardSoFar(client)),
+      sharedRoundTrips(() => {
+        secretsFreshnessRoundTrips.inc();
+        return heardSoFar(client);
+      }),
     );
   }
 
