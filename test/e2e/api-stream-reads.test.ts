@@ -17,13 +17,15 @@ describe('the reads of an execution by its stream', () => {
   });
   afterAll(async () => stack?.stop());
 
-  async function verdictReads(): Promise<number> {
+  /** One of the API's own counters, as its metrics show it now. */
+  async function counted(name: string): Promise<number> {
     const text = await (
       await fetch(`${stack.apiUrl}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
     ).text();
-    const line = text.split('\n').find((l) => l.startsWith('verity_stream_verdict_reads_total '));
+    const line = text.split('\n').find((l) => l.startsWith(`${name} `));
     return Number(line?.slice(line.lastIndexOf(' ') + 1) ?? 0);
   }
+  const verdictReads = () => counted('verity_stream_verdict_reads_total');
 
   /** An event no automatic step writes to an execution waiting for an approval, appended as a writer would. */
   async function appendEvent(executionId: string): Promise<string> {
@@ -132,6 +134,30 @@ describe('the reads of an execution by its stream', () => {
       expect(frames.some((f) => f.id === lastId)).toBe(true);
       expect(frames[frames.length - 1]).toMatchObject({ event: 'end' });
       expect(JSON.parse(frames[frames.length - 1].data)).toEqual({ reason: 'settled' });
+    } finally {
+      publisher.disconnect();
+    }
+  });
+
+  it("confirms the tenant's secrets are current once for the stream, not again for each page it sends", async () => {
+    // Each page is redacted with the tenant's secret values kept by the process; that none of them changed before the
+    // stream was asked for is confirmed by one round trip on the LISTEN connection. A change after that drops what was
+    // kept (its NOTIFY), and the next page reads the values again: no page needs a round trip of its own.
+    const id = await waitingForApproval('fresh');
+    const publisher = new IORedis(TEST_REDIS_URL);
+    try {
+      const roundTrips = () => counted('verity_secrets_freshness_round_trips_total');
+      const before = await roundTrips();
+      const stream = await openStream(`${stack.apiUrl}/v1/executions/${id}/stream`, DEMO.agent);
+      expect(stream.status).toBe(200);
+      for (let i = 0; i < 5; i += 1) {
+        const eventId = await appendEvent(id);
+        await publisher.publish(eventsChannel(stack.prefix), id);
+        await stream.waitFor((frames) => frames.some((f) => f.id === eventId), 15_000);
+      }
+      // Six answers (the 200 and five pages of events): one round trip at most (none when nothing was kept yet).
+      expect((await roundTrips()) - before).toBeLessThanOrEqual(1);
+      stream.abort();
     } finally {
       publisher.disconnect();
     }

@@ -1,6 +1,10 @@
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { lockWaiters } from '../support/lock-waits';
+import { eventsChannel } from '@verity/queues';
+import IORedis from 'ioredis';
+import { TEST_REDIS_URL } from '../support/services';
+import { openStream } from './api-sse';
 
 const VALUE = 'value-c-Zp41qT';
 const PLACEHOLDER = '{{secret:cached_token}}';
@@ -135,4 +139,72 @@ describe("the tenant's secret values, kept per API process", () => {
       await holder.release();
     }
   });
+
+  it('a stream confirms the secrets once, yet each page after a change reached its process is redacted with it', async () => {
+    // The stream's pages are not each preceded by a round trip on the LISTEN connection: what its process keeps is
+    // dropped by the change's NOTIFY, and the next page reads the values again. A read of B after the change (which
+    // hears every change committed before it) makes sure the NOTIFY has reached B before the page is written.
+    const value = `stream-${unique('v').replace(/[^a-z0-9]/gi, '')}`;
+    const executionId = await create(DEMO.agent, unique('stream'));
+    const publisher = new IORedis(TEST_REDIS_URL);
+    const stream = await openStream(`${b}/v1/executions/${executionId}/stream`, DEMO.agent);
+    const append = async () => {
+      const eventId = await stack.db.dataSource.transaction(async (tx) => {
+        const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+          executionId,
+        ])) as { seq: number }[];
+        const id = `evt_cache${row.seq + 1}${unique('x').replace(/[^a-z0-9]/gi, '')}`;
+        await tx.query(
+          `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
+           VALUES ($1, $2, 'demo', $3::int, 'operation.rechecked', jsonb_build_object('note', $4::text))`,
+          [id, executionId, row.seq + 1, `noted ${value}`],
+        );
+        await tx.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [executionId]);
+        return id;
+      });
+      await publisher.publish(eventsChannel(stack.prefix), executionId);
+      const frames = await stream.waitFor((sent) => sent.some((f) => f.id === eventId), 15_000);
+      return frames.find((f) => f.id === eventId)!.data;
+    };
+    try {
+      expect(stream.status).toBe(200);
+      expect(await append()).toContain(value);
+      const set = await http(a, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { secrets: { stream_token: value } },
+      });
+      expect(set.status).toBe(200);
+      expect((await http(b, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent })).status).toBe(200);
+      const after = await append();
+      expect(after).not.toContain(value);
+      expect(after).toContain('{{secret:stream_token}}');
+    } finally {
+      stream.abort();
+      publisher.disconnect();
+      await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/stream_token', { key: DEMO.admin });
+    }
+  });
+
+  it("a reason is looked through for a secret set through another process just before it was sent (the kept values aren't trusted unheard)", async () => {
+    const executionId = await create(DEMO.agent, unique('reason'));
+    for (let i = 0; i < 20; i += 1) {
+      const value = `reason-${i}-${unique('v').replace(/[^a-z0-9]/gi, '')}`;
+      // B keeps the tenant's values of before (read for this answer's redaction).
+      expect((await http(b, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent })).status).toBe(200);
+      const set = await http(a, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { secrets: { [`reason_${i}`]: value } },
+      });
+      expect(set.status).toBe(200);
+      const refused = await http<{ errors?: { field: string; rule: string }[] }>(
+        b,
+        'POST',
+        `/v1/executions/${executionId}/cancel`,
+        { key: DEMO.agent, body: { reason: `because ${value}` } },
+      );
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors).toEqual([expect.objectContaining({ field: 'reason', rule: 'secret_value' })]);
+      await http(a, 'DELETE', `/v1/admin/connector-settings/http/secrets/reason_${i}`, { key: DEMO.admin });
+    }
+  }, 60_000);
 });

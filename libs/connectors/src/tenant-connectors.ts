@@ -13,7 +13,7 @@ import type { AllowedHost, Connector, ConnectorEnvironment, TenantConnectorSetti
 import { PlatformService, effectiveAllowHosts, platformServices } from './egress';
 import { ConnectorRegistry } from './registry';
 import { type Redact, answerRedactor } from './secret-redaction';
-import { TenantSecretsCache } from './tenant-secrets-cache';
+import { type SecretsMoment, TenantSecretsCache } from './tenant-secrets-cache';
 
 /** What every connector call needs from the app's configuration. */
 export type ConnectorCallConfig = Pick<
@@ -30,6 +30,15 @@ export type ConnectorCallConfig = Pick<
   | 'RECONCILER_METRICS_PORT'
   | 'REDIS_CLUSTER_NODES'
 >;
+
+/**
+ * A tenant's secret values as a process keeps them (TenantSecretsCache): each of the connectors that take secrets, opened,
+ * and what its answers go through (answerRedactor), built once for as long as they are kept.
+ */
+export interface TenantSecrets {
+  values: readonly { connector: string; name: string; value: string }[];
+  redact: Redact;
+}
 
 /** Which connector of which tenant a call is for (an operation row, or anything naming both). */
 export interface TenantConnectorRef {
@@ -53,7 +62,7 @@ export class TenantConnectors {
     @InjectDataSource() private readonly db: DataSource,
     private readonly cipher: SecretsCipher,
     @Inject(VERITY_CONFIG) private readonly config: ConnectorCallConfig,
-    private readonly secretValues: TenantSecretsCache<Redact> = new TenantSecretsCache(),
+    private readonly secretValues: TenantSecretsCache<TenantSecrets> = new TenantSecretsCache(),
   ) {
     this.platform = platformServices(config);
   }
@@ -83,17 +92,18 @@ export class TenantConnectors {
   }
 
   /**
-   * Every secret the tenant holds for `connectors` (by default every connector that takes secrets), read now: what a
-   * person's or an agent's free text is looked through for before it is stored. Named `<connector>:<name>`.
+   * Every secret the tenant holds for `connectors` (by default every connector that takes secrets), as of now: what a
+   * person's or an agent's free text is looked through for before it is stored. Named `<connector>:<name>`. The values
+   * its answers are redacted with (tenantSecretsOf): one statement, or none while they are kept.
    */
   async secretsOfTenant(
     tenantId: string,
     connectors: readonly string[] = this.secretsAccess().connectors,
+    since?: SecretsMoment,
   ): Promise<Record<string, string>> {
     const all: Record<string, string> = {};
-    for (const connector of connectors) {
-      const { secrets } = await this.settingsOf({ tenantId, connector });
-      for (const [name, value] of Object.entries(secrets ?? {})) all[`${connector}:${name}`] = value;
+    for (const { connector, name, value } of (await this.tenantSecretsOf(tenantId, since)).values) {
+      if (connectors.includes(connector)) all[`${connector}:${name}`] = value;
     }
     return all;
   }
@@ -101,23 +111,45 @@ export class TenantConnectors {
   /**
    * What an answer of this tenant goes through before it leaves (answerRedactor): every secret value it holds now
    * replaced by `{{secret:NAME}}` in the answer's strings. A value stored in plain before it was made a secret (an
-   * intake that had no secret to look for, a URL written then) is never returned after. The values are read once and
-   * kept while every change of them is announced to this process (TenantSecretsCache: the API's LISTEN connection);
-   * elsewhere, or while it is down, they are read for each answer.
+   * intake that had no secret to look for, a URL written then) is never returned after. A tenant with none answers
+   * through the identity (nothing walked). `since`: when the request being answered arrived (secretsMoment then;
+   * by default now).
    */
-  answerRedactorOf(tenantId: string): Promise<Redact> {
-    return this.secretValues.get(tenantId, async () => {
-      const secrets: Record<string, string> = {};
-      let size = 0;
-      const { connectors, cipher } = this.secretsAccess();
-      tenantSecretsReads.inc();
-      for (const { connector, name, value } of await loadTenantSecrets(this.db.manager, tenantId, connectors, cipher)) {
-        // Named as a placeholder names it; two connectors' secrets of one name both kept (the second as `connector:NAME`).
-        secrets[name in secrets ? `${connector}:${name}` : name] = value;
-        size += connector.length + name.length + value.length;
-      }
-      return { value: answerRedactor(secrets), size };
-    });
+  async answerRedactorOf(tenantId: string, since?: SecretsMoment): Promise<Redact> {
+    return (await this.tenantSecretsOf(tenantId, since)).redact;
+  }
+
+  /**
+   * Now, in the order TenantSecretsCache keeps: taken when a request arrives and passed with each read of the tenant's
+   * secrets for it, every change committed before the request is honoured, and confirmed at most once for the request.
+   */
+  secretsMoment(): SecretsMoment {
+    return this.secretValues.now();
+  }
+
+  /**
+   * The tenant's secret values of now (every change committed before `since` honoured): read once and kept while every
+   * change of them is announced to this process (TenantSecretsCache: the API's LISTEN connection); elsewhere, or while
+   * it is down, read each time. One statement (loadTenantSecrets) for every connector that takes secrets.
+   */
+  private tenantSecretsOf(tenantId: string, since?: SecretsMoment): Promise<TenantSecrets> {
+    return this.secretValues.get(
+      tenantId,
+      async () => {
+        const named: Record<string, string> = {};
+        let size = 0;
+        const { connectors, cipher } = this.secretsAccess();
+        tenantSecretsReads.inc();
+        const values = await loadTenantSecrets(this.db.manager, tenantId, connectors, cipher);
+        for (const { connector, name, value } of values) {
+          // Named as a placeholder names it; two connectors' secrets of one name both kept (the second as `connector:NAME`).
+          named[name in named ? `${connector}:${name}` : name] = value;
+          size += connector.length + name.length + value.length;
+        }
+        return { value: { values, redact: answerRedactor(named) }, size };
+      },
+      since,
+    );
   }
 
   /** The tenant's settings for the operation's connector, read now. */

@@ -140,6 +140,115 @@ describe('TenantSecretsCache', () => {
     expect(changed.reads).toBe(3);
   });
 
+  /** A `heard` whose round trips the test answers one by one (in the order sent), counting them. */
+  function roundTrips() {
+    const pending: { answer: () => void; fail: () => void }[] = [];
+    let sent = 0;
+    return {
+      get sent() {
+        return sent;
+      },
+      heard: () =>
+        new Promise<void>((resolve, reject) => {
+          sent += 1;
+          pending.push({ answer: resolve, fail: () => reject(new Error('lost')) });
+        }),
+      /** Answers the oldest round trip under way. */
+      answer: async () => {
+        pending.shift()!.answer();
+        await new Promise((resolve) => setImmediate(resolve));
+      },
+      fail: async () => {
+        pending.shift()!.fail();
+        await new Promise((resolve) => setImmediate(resolve));
+      },
+    };
+  }
+
+  it('confirms once per request: a later answer to the same request uses what is kept, with no other round trip', async () => {
+    const cache = new TenantSecretsCache<string>();
+    const trips = roundTrips();
+    cache.setLive(true, trips.heard);
+    const acme = reader('v1');
+    await cache.get('acme', acme.read());
+    // A request arrives (a stream): its first answer waits for a round trip sent after it arrived.
+    const since = cache.now();
+    const first = cache.get('acme', acme.read(), since);
+    expect(trips.sent).toBe(1);
+    await trips.answer();
+    expect(await first).toBe('v1');
+    // Its later answers (the stream's pages) need none.
+    expect(await cache.get('acme', acme.read(), since)).toBe('v1');
+    expect(await cache.get('acme', acme.read(), since)).toBe('v1');
+    expect(trips.sent).toBe(1);
+    expect(acme.reads).toBe(1);
+    // A change announced meanwhile drops what was kept: the next answer to that request reads again, without one.
+    cache.changed('acme');
+    const changed = reader('v2');
+    expect(await cache.get('acme', changed.read(), since)).toBe('v2');
+    expect(changed.reads).toBe(1);
+    expect(trips.sent).toBe(1);
+    // A request arriving after that round trip was answered needs one of its own.
+    const later = cache.get('acme', changed.read());
+    expect(trips.sent).toBe(2);
+    await trips.answer();
+    expect(await later).toBe('v2');
+  });
+
+  it('a round trip sent before a request arrived does not confirm it: the next one does, shared by all who ask meanwhile', async () => {
+    const cache = new TenantSecretsCache<string>();
+    const trips = roundTrips();
+    cache.setLive(true, trips.heard);
+    const acme = reader('v1');
+    await cache.get('acme', acme.read());
+    const early = cache.get('acme', acme.read());
+    expect(trips.sent).toBe(1);
+    // Two requests arrive while it is under way: it was sent before they were, so it cannot have heard a change
+    // committed just before them. Neither is answered by it; both share the one sent after it.
+    const answers: string[] = [];
+    const late = [cache.get('acme', acme.read()), cache.get('acme', acme.read())].map((p) =>
+      p.then((value) => answers.push(value)),
+    );
+    // Announced before the second round trip is answered (committed before the late requests were sent).
+    await trips.answer();
+    expect(await early).toBe('v1');
+    expect(answers).toEqual([]);
+    expect(trips.sent).toBe(2);
+    cache.changed('acme');
+    await trips.answer();
+    await Promise.all(late);
+    expect(trips.sent).toBe(2);
+    // What was kept was dropped by the announcement: the late requests read again.
+    expect(acme.reads).toBeGreaterThan(1);
+  });
+
+  it('a round trip answered on a connection that is no longer the one listening confirms nothing', async () => {
+    const cache = new TenantSecretsCache<string>();
+    const old = roundTrips();
+    cache.setLive(true, old.heard);
+    const acme = reader('v1');
+    await cache.get('acme', acme.read());
+    const since = cache.now();
+    const asked = cache.get('acme', acme.read(), since);
+    // The connection is replaced while the round trip is under way; it is answered after (on the old connection).
+    const fresh = roundTrips();
+    cache.setLive(true, fresh.heard);
+    await old.answer();
+    expect(await asked).toBe('v1');
+    // Not kept through the change of connection: read again.
+    expect(acme.reads).toBe(2);
+    // That request's next answer, with values kept now, is confirmed on the new connection first.
+    const next = cache.get('acme', acme.read(), since);
+    expect(fresh.sent).toBe(1);
+    await fresh.answer();
+    expect(await next).toBe('v1');
+    // A failed round trip confirms nothing either: the values are read.
+    const failing = cache.get('acme', acme.read());
+    await fresh.fail();
+    await failing;
+    expect(acme.reads).toBe(3);
+  });
+
   it('is bounded: by tenants (the least recently used dropped first) and by characters', async () => {
     const cache = liveCache();
     for (let i = 0; i < MAX_CACHED_TENANTS; i += 1) await cache.get(`t${i}`, reader('x').read());

@@ -10,6 +10,12 @@ export const MAX_CACHED_CHARACTERS = 1_000_000;
  */
 export const MAX_KEPT_MS = 10_000;
 
+/**
+ * A point in a process' order of events (TenantSecretsCache.now): taken when a request arrives, it says which changes
+ * of secrets its answer must honour — every one committed before it.
+ */
+export type SecretsMoment = number;
+
 interface Entry<T> {
   value: T;
   size: number;
@@ -36,6 +42,19 @@ export class TenantSecretsCache<T = unknown> {
   private live = false;
   private generation = 0;
   private heard: (() => Promise<void>) | undefined;
+  /**
+   * Moves when a round trip is sent (`hear`): a round trip of a moment later than a request's (`now` when it arrived)
+   * was sent after the request was, so once answered every change committed before the request has been heard.
+   */
+  private clock: SecretsMoment = 0;
+  /** The latest moment whose round trip was answered on the connection listening now (0: none yet). */
+  private heardUpTo: SecretsMoment = 0;
+  /** The round trip sent on the connection listening now, while it is under way. */
+  private underWay: { moment: SecretsMoment; answered: Promise<boolean> } | undefined;
+  /** The one to be sent when it is answered, shared by all who ask meanwhile. */
+  private next: Promise<boolean> | undefined;
+  /** Moves with every setLive: a round trip answered on a connection that is no longer the one listening counts not. */
+  private connection = 0;
 
   /**
    * Whether changes of secrets reach this process now (the LISTEN connection is up, and listens). `heard`: resolves
@@ -46,7 +65,17 @@ export class TenantSecretsCache<T = unknown> {
   setLive(live: boolean, heard?: () => Promise<void>): void {
     this.live = live;
     this.heard = live ? heard : undefined;
+    // A round trip on another connection says nothing of what this one hears: none before now counts.
+    this.connection += 1;
+    this.heardUpTo = 0;
+    this.underWay = undefined;
+    this.next = undefined;
     this.dropAll();
+  }
+
+  /** Now, in the order of round trips: what a request arriving now passes to `get` (an answer honours what came before). */
+  now(): SecretsMoment {
+    return this.clock;
   }
 
   /** A change of `tenantId`'s secrets was announced (committed): what was kept of that tenant is dropped. */
@@ -57,16 +86,19 @@ export class TenantSecretsCache<T = unknown> {
 
   /**
    * What is kept for `tenantId`, or else what `read` gives (secret values, and how many characters they hold): kept when
-   * changes reach this process, none was announced while `read` ran, and it fits; for MAX_KEPT_MS at most.
+   * changes reach this process, none was announced while `read` ran, and it fits; for MAX_KEPT_MS at most. `since`:
+   * when the request being answered arrived (`now` then; by default now) — every change committed before it is honoured.
    */
-  async get(tenantId: string, read: () => Promise<{ value: T; size: number }>): Promise<T> {
+  async get(
+    tenantId: string,
+    read: () => Promise<{ value: T; size: number }>,
+    since: SecretsMoment = this.now(),
+  ): Promise<T> {
     let kept = this.live ? this.entries.get(tenantId) : undefined;
-    if (kept && this.heard) {
-      // A change committed (and answered) before this answer was asked for may not have been delivered yet: heard first.
-      kept = await this.heard().then(
-        () => (this.live ? this.entries.get(tenantId) : undefined),
-        () => undefined,
-      );
+    if (kept && this.heard && this.heardUpTo <= since) {
+      // A change committed (and answered) before this request was sent may not have been delivered yet: heard first —
+      // by a round trip sent after the request arrived (one under way since then serves; no other is sent for it).
+      kept = (await this.hear(since)) && this.live ? this.entries.get(tenantId) : undefined;
     }
     if (kept && kept.until <= Date.now()) this.drop(tenantId);
     else if (kept) {
@@ -91,6 +123,47 @@ export class TenantSecretsCache<T = unknown> {
       this.size += found.size;
     }
     return found.value;
+  }
+
+  /**
+   * Whether a round trip sent after `since` was answered on the connection listening now; false when it failed, or the
+   * connection changed meanwhile. One at a time: one sent after `since` and under way is shared; else the next one,
+   * shared by all who ask until it is sent (after they asked, so it hears what committed before).
+   */
+  private hear(since: SecretsMoment): Promise<boolean> {
+    if (this.underWay && this.underWay.moment > since) return this.underWay.answered;
+    if (this.next) return this.next;
+    if (!this.underWay) return this.send();
+    const next = this.underWay.answered.then(() => {
+      if (this.next === next) this.next = undefined;
+      return this.send();
+    });
+    this.next = next;
+    return next;
+  }
+
+  /** One round trip, sent now (its moment: later than any request's so far). */
+  private send(): Promise<boolean> {
+    const heard = this.heard;
+    if (!heard) return Promise.resolve(false);
+    this.clock += 1;
+    const moment = this.clock;
+    const connection = this.connection;
+    const answered = heard().then(
+      () => {
+        // Counted only on the connection it was sent on: another one since (setLive) hears what this one did not.
+        if (this.connection !== connection) return false;
+        this.heardUpTo = Math.max(this.heardUpTo, moment);
+        return true;
+      },
+      () => false,
+    );
+    const underWay = { moment, answered };
+    this.underWay = underWay;
+    void answered.then(() => {
+      if (this.underWay === underWay) this.underWay = undefined;
+    });
+    return answered;
   }
 
   /** How many tenants' values are kept (for tests and diagnostics). */

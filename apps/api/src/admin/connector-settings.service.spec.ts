@@ -1,4 +1,4 @@
-import { ConnectorRegistry, Redact, TenantConnectors, TenantSecretsCache } from '@verity/connectors';
+import { ConnectorRegistry, TenantConnectors, TenantSecrets, TenantSecretsCache } from '@verity/connectors';
 import {
   KeyRevokedError,
   SecretsCipher,
@@ -125,7 +125,7 @@ describe("ConnectorSettingsService: the values kept by the process that changes 
   const VALUE = 'value-w-Qx81pL';
   const OTHER = 'another-w-Zr2';
   const text = `paid with ${VALUE} and ${OTHER}`;
-  let kept: TenantSecretsCache<Redact>;
+  let kept: TenantSecretsCache<TenantSecrets>;
   let connectors: TenantConnectors;
   let service: ConnectorSettingsService;
 
@@ -134,7 +134,7 @@ describe("ConnectorSettingsService: the values kept by the process that changes 
     const cipher = new SecretsCipher(undefined);
     const registry = new ConnectorRegistry();
     const config = { NODE_ENV: 'test' } as VerityConfig;
-    kept = new TenantSecretsCache<Redact>();
+    kept = new TenantSecretsCache<TenantSecrets>();
     // As while the process listens: its LISTEN connection is up, and no announcement of these changes reached it yet.
     kept.setLive(true);
     connectors = new TenantConnectors(registry, db.dataSource, cipher, config, kept);

@@ -10,6 +10,7 @@ const VALUE = 'value-x-Kq83vW';
 function connectors(fails?: Error) {
   const reads: string[] = [];
   const stub = {
+    secretsMoment: () => 0,
     answerRedactorOf: async (tenantId: string) => {
       reads.push(tenantId);
       if (fails) throw fails;

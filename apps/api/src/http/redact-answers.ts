@@ -1,5 +1,5 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
-import { TenantConnectors } from '@verity/connectors';
+import { type SecretsMoment, TenantConnectors } from '@verity/connectors';
 import type { Request } from 'express';
 import { Observable, catchError, mergeMap } from 'rxjs';
 import type { AnyPrincipal } from '../auth/principal';
@@ -24,24 +24,27 @@ export class RedactSecretValues implements NestInterceptor {
     const tenantId = context.switchToHttp().getRequest<Request & { principal?: AnyPrincipal }>().principal?.tenantId;
     // No tenant (a public route, the operator's key): nothing of a tenant to redact.
     if (!tenantId) return next.handle();
+    // When the request arrived: every change of the tenant's secrets committed before it is honoured by its answer, and
+    // confirmed once for the request (a check of its text against the secrets, made while it ran, may have done so).
+    const since = this.connectors.secretsMoment();
     return next.handle().pipe(
       mergeMap(async (answer: unknown) => {
         // A handler that wrote its own answer (`@Res()`) hands on nothing.
         if (answer === undefined || answer === null) return answer;
-        return (await this.connectors.answerRedactorOf(tenantId))(answer);
+        return (await this.connectors.answerRedactorOf(tenantId, since))(answer);
       }),
       catchError(async (error: unknown) => {
-        throw await this.redactedProblem(tenantId, error);
+        throw await this.redactedProblem(tenantId, since, error);
       }),
     );
   }
 
   /** `error`, a problem with its detail and members redacted; any other error is mapped to one later, as it is. */
-  private async redactedProblem(tenantId: string, error: unknown): Promise<unknown> {
+  private async redactedProblem(tenantId: string, since: SecretsMoment, error: unknown): Promise<unknown> {
     if (!(error instanceof Problem)) return error;
     let redact;
     try {
-      redact = await this.connectors.answerRedactorOf(tenantId);
+      redact = await this.connectors.answerRedactorOf(tenantId, since);
     } catch (readError) {
       // An outage's answer (5xx) names nothing on file: it is given. Any other is not given unredacted: the read's
       // failure is answered instead (503 when the database is away).

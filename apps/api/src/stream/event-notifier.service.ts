@@ -168,10 +168,11 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     // Nothing read before now is kept (setLive drops all): a change committed while no one listened is not missed.
     this.secretValues.setLive(
       true,
-      sharedRoundTrips(() => {
+      // One at a time, shared by whoever waits (TenantSecretsCache).
+      () => {
         secretsFreshnessRoundTrips.inc();
         return heardSoFar(client);
-      }),
+      },
     );
   }
 
@@ -210,27 +211,4 @@ export class EventNotifier implements OnModuleInit, OnApplicationShutdown {
     // A reconnect under way is ended with the live one: its LISTEN would otherwise be taken after shutdown and held.
     await Promise.all([this.client, this.connecting].map((client) => client?.end().catch(() => undefined)));
   }
-}
-
-/**
- * `roundTrip` made for whoever waits, one at a time: those who ask while one is under way share the next one (sent
- * after they asked, so it hears what committed before), not the one under way.
- */
-function sharedRoundTrips(roundTrip: () => Promise<void>): () => Promise<void> {
-  let next: Promise<void> | null = null;
-  let underWay: Promise<void> = Promise.resolve();
-  return () => {
-    next ??= underWay.then(
-      () => {
-        next = null;
-        return roundTrip();
-      },
-      () => {
-        next = null;
-        return roundTrip();
-      },
-    );
-    underWay = next;
-    return next;
-  };
 }

@@ -89,6 +89,9 @@ export class StreamService {
     client: Departure,
     head = false,
   ) {
+    // When the stream was asked for: every change of the tenant's secrets committed before it is honoured from its first
+    // page (confirmed once, below, before the 200).
+    const since = this.connectors.secretsMoment();
     const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
     // An unknown event, or a seq past the last one (none this client was sent), is refused naming where it came from,
@@ -99,7 +102,7 @@ export class StreamService {
     // Each page is redacted with the tenant's secrets (below): secrets that do not open with this process's key are
     // answered as every other read answers them (503 secrets-unreadable), before the stream's 200 — not found at its
     // first page, which ended a stream already begun with no event and no `end` (a client reconnected every second).
-    await this.connectors.answerRedactorOf(principal.tenantId);
+    await this.connectors.answerRedactorOf(principal.tenantId, since);
     // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
     // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
     if (head) {
@@ -200,11 +203,16 @@ export class StreamService {
           pending = true;
         };
         const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
-        // The tenant's secret values of now, read once for a page that has events: a value written in plain before it
-        // was made a secret (a reason, params) is sent as its placeholder, as every other answer does (RedactSecretValues).
+        // The tenant's secret values, read once for a page that has events: a value written in plain before it was made a
+        // secret (a reason, params) is sent as its placeholder, as every other answer does (RedactSecretValues). As of the
+        // stream's request (`since`): the round trip that confirmed no change committed before it was missed is not made
+        // again for each page. A later change is honoured as soon as its NOTIFY reaches this process (the values kept
+        // are dropped, and the next page reads them again); a page sent between its commit and that delivery — moments —
+        // is as if sent just before the change, which came after this request was. While the LISTEN connection is down
+        // nothing is kept (each page reads them), and a connection lost unseen keeps nothing longer than MAX_KEPT_MS.
         let redact: Redact | undefined;
         try {
-          redact = events.length > 0 ? await this.connectors.answerRedactorOf(principal.tenantId) : undefined;
+          redact = events.length > 0 ? await this.connectors.answerRedactorOf(principal.tenantId, since) : undefined;
         } catch (error) {
           if (!(error instanceof SecretUnreadableError)) throw error;
           // The secrets stopped opening with this process' key since the stream began (re-sealed under another): the
