@@ -1,4 +1,4 @@
-import { DEMO, Stack, waitFor } from '../support/stack';
+import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { lockWaiters } from '../support/lock-waits';
 import { eventsChannel } from '@verity/queues';
@@ -207,4 +207,48 @@ describe("the tenant's secret values, kept per API process", () => {
       await http(a, 'DELETE', `/v1/admin/connector-settings/http/secrets/reason_${i}`, { key: DEMO.admin });
     }
   }, 60_000);
+
+  /** The API process' own count of freshness round trips (a SELECT 1 on its LISTEN connection each). */
+  const roundTrips = async (url: string) => {
+    const text = await (
+      await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
+    ).text();
+    const line = text.split('\n').find((l) => l.startsWith('verity_secrets_freshness_round_trips_total '));
+    return Number(line?.slice(line.lastIndexOf(' ') + 1) ?? 0);
+  };
+
+  it('an intake of a tenant with no secrets is answered with no round trip: its own statement found none', async () => {
+    const before = await roundTrips(b);
+    for (let i = 0; i < 5; i += 1) {
+      const created = await http(b, 'POST', '/v1/executions', {
+        key: DEMO.otherAgent,
+        body: submission([charge(unique('none'))], { intent: `nothing secret ${i}` }),
+      });
+      expect(created.status).toBe(201);
+    }
+    expect((await roundTrips(b)) - before).toBe(0);
+  });
+
+  it('what an intake found (no secrets) is not trusted past a change: a read of another request hears it first', async () => {
+    const value = `intake-${unique('v').replace(/[^a-z0-9]/gi, '')}`;
+    // Through B: its statement finds the tenant has no secrets, and B keeps that.
+    const created = await http<{ id: string }>(b, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('intake'))], { intent: `pay ${value}` }),
+    });
+    expect(created.status).toBe(201);
+    expect(JSON.stringify(created.body)).toContain(value);
+    try {
+      const set = await http(a, 'PUT', '/v1/admin/connector-settings/http', {
+        key: DEMO.admin,
+        body: { secrets: { intake_token: value } },
+      });
+      expect(set.status).toBe(200);
+      const read = await http(b, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent });
+      expect(read.text).not.toContain(value);
+      expect(read.text).toContain('{{secret:intake_token}}');
+    } finally {
+      await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/intake_token', { key: DEMO.admin });
+    }
+  });
 });

@@ -13,7 +13,7 @@ import type { AllowedHost, Connector, ConnectorEnvironment, TenantConnectorSetti
 import { PlatformService, effectiveAllowHosts, platformServices } from './egress';
 import { ConnectorRegistry } from './registry';
 import { type Redact, answerRedactor } from './secret-redaction';
-import { type SecretsMoment, TenantSecretsCache } from './tenant-secrets-cache';
+import { type SecretsMoment, type SecretsRead, TenantSecretsCache } from './tenant-secrets-cache';
 
 /** What every connector call needs from the app's configuration. */
 export type ConnectorCallConfig = Pick<
@@ -125,6 +125,23 @@ export class TenantConnectors {
    */
   secretsMoment(): SecretsMoment {
     return this.secretValues.now();
+  }
+
+  /**
+   * A statement that tells whether the tenant holds any secret (for every connector that takes them) is about to be
+   * sent: `noSecretsFound` after it, when it found none.
+   */
+  secretsReadBegins(): SecretsRead {
+    return this.secretValues.reading();
+  }
+
+  /**
+   * A statement begun at `read` found that the tenant holds no secret for any connector that takes them (intake asks
+   * that on its way): kept as a read of its secrets would be, so this request's answer (and any other that arrived
+   * before the statement began) is given as it is, with no round trip and no read of its own.
+   */
+  noSecretsFound(tenantId: string, read: SecretsRead): void {
+    this.secretValues.found(tenantId, read, { values: [], redact: answerRedactor({}) }, 0);
   }
 
   /**

@@ -16,9 +16,20 @@ export const MAX_KEPT_MS = 10_000;
  */
 export type SecretsMoment = number;
 
+/** A read of a tenant's values as it begins (TenantSecretsCache.reading), for `found` to keep what it finds. */
+export interface SecretsRead {
+  /** Later than every request that arrived before the read began: it sees every change committed before them. */
+  moment: SecretsMoment;
+  generation: number;
+  /** Date.now() then: what it finds is kept MAX_KEPT_MS from then. */
+  began: number;
+}
+
 interface Entry<T> {
   value: T;
   size: number;
+  /** The moment its read began: a request that arrived before it needs no round trip to use it. */
+  moment: SecretsMoment;
   /** Used until then (Date.now()), and read again after. */
   until: number;
 }
@@ -95,7 +106,9 @@ export class TenantSecretsCache<T = unknown> {
     since: SecretsMoment = this.now(),
   ): Promise<T> {
     let kept = this.live ? this.entries.get(tenantId) : undefined;
-    if (kept && this.heard && this.heardUpTo <= since) {
+    // Read after the request arrived (by another answer, or a statement of its own: `found`), and dropped by no change
+    // announced since: it holds every change committed before the request, with no round trip.
+    if (kept && this.heard && this.heardUpTo <= since && kept.moment <= since) {
       // A change committed (and answered) before this request was sent may not have been delivered yet: heard first —
       // by a round trip sent after the request arrived (one under way since then serves; no other is sent for it).
       kept = (await this.hear(since)) && this.live ? this.entries.get(tenantId) : undefined;
@@ -107,22 +120,34 @@ export class TenantSecretsCache<T = unknown> {
       this.entries.set(tenantId, kept);
       return kept.value;
     }
-    const generation = this.generation;
-    // Counted from when the read began: what it found is as old as that.
-    const began = Date.now();
+    const reading = this.reading();
     const found = await read();
-    if (this.live && generation === this.generation && found.size <= MAX_CACHED_CHARACTERS) {
-      this.drop(tenantId);
-      while (
-        this.entries.size > 0 &&
-        (this.entries.size >= MAX_CACHED_TENANTS || this.size + found.size > MAX_CACHED_CHARACTERS)
-      ) {
-        this.drop(this.entries.keys().next().value as string);
-      }
-      this.entries.set(tenantId, { value: found.value, size: found.size, until: began + MAX_KEPT_MS });
-      this.size += found.size;
-    }
+    this.found(tenantId, reading, found.value, found.size);
     return found.value;
+  }
+
+  /** A read of a tenant's values begins now (`get`'s, or a statement that finds them on its way: then `found`). */
+  reading(): SecretsRead {
+    this.clock += 1;
+    return { moment: this.clock, generation: this.generation, began: Date.now() };
+  }
+
+  /**
+   * What a read begun at `read` found of `tenantId`'s values (and how many characters they hold): kept when changes
+   * reach this process, none was announced since it began (it may hold the values from before), and it fits.
+   */
+  found(tenantId: string, read: SecretsRead, value: T, size: number): void {
+    if (!this.live || read.generation !== this.generation || size > MAX_CACHED_CHARACTERS) return;
+    this.drop(tenantId);
+    while (
+      this.entries.size > 0 &&
+      (this.entries.size >= MAX_CACHED_TENANTS || this.size + size > MAX_CACHED_CHARACTERS)
+    ) {
+      this.drop(this.entries.keys().next().value as string);
+    }
+    // Counted from when the read began: what it found is as old as that.
+    this.entries.set(tenantId, { value, size, moment: read.moment, until: read.began + MAX_KEPT_MS });
+    this.size += size;
   }
 
   /**

@@ -321,8 +321,18 @@ export class ExecutionsService {
         [idempotency.requestHash, ...idempotency.sameAs],
         idempotency.abandonAfterMs,
       ));
+    // Asked of every connector that takes secrets (none is used): the statement tells whether the tenant holds any.
+    const secretsRead =
+      intake.uncheckedSecretsOf && this.secretConnectors(used).length === 0
+        ? this.tenantConnectors.secretsReadBegins()
+        : undefined;
     let written = await insertExecution(this.db.manager, intake);
     if (written === 'revoked') throw Problem.keyRevokedMidRequest();
+    if (secretsRead && written !== null && written !== 'busy' && !('unchecked' in written)) {
+      // It found none, on a snapshot taken after this request arrived: its answer needs no redaction, nor the round
+      // trip that confirms the values kept are current (and other answers of the tenant may use what it found).
+      this.tenantConnectors.noSecretsFound(principal.tenantId, secretsRead);
+    }
     if (written !== null && written !== 'busy' && 'unchecked' in written) {
       // A key another request already holds is answered first (the replay, 422 or 409), as it is without caps: the
       // caller asks who holds it.
