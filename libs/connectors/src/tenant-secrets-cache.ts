@@ -70,8 +70,9 @@ export class TenantSecretsCache<T = unknown> {
   /**
    * Whether changes of secrets reach this process now (the LISTEN connection is up, and listens). `heard`: resolves
    * once every change committed before it was called has been announced here (`changed`) — a round trip on the LISTEN
-   * connection; what is kept is used only after it, so a change answered to a client before it asked is never missed.
-   * Without it, what is kept is used as it is (a change not yet delivered is not seen).
+   * connection; what is kept is used for a request only after one sent after the request arrived (or when it was read
+   * after that), so a change answered to a client before it asked is never missed. Without it, what is kept is used as
+   * it is (a change not yet delivered is not seen).
    */
   setLive(live: boolean, heard?: () => Promise<void>): void {
     this.live = live;
