@@ -99,10 +99,9 @@ export class TenantConnectors {
   async secretsOfTenant(
     tenantId: string,
     connectors: readonly string[] = this.secretsAccess().connectors,
-    since?: SecretsMoment,
   ): Promise<Record<string, string>> {
     const all: Record<string, string> = {};
-    for (const { connector, name, value } of (await this.tenantSecretsOf(tenantId, since)).values) {
+    for (const { connector, name, value } of (await this.tenantSecretsOf(tenantId)).values) {
       if (connectors.includes(connector)) all[`${connector}:${name}`] = value;
     }
     return all;
