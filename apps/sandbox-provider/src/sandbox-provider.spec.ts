@@ -1073,7 +1073,7 @@ describe('sandbox provider lifecycle', () => {
     }
   });
 
-  it('close() is prompt even with a held socket, and destroys it', async () => {
+  it('close() does not wait for a held socket: it destroys it', async () => {
     const provider = await startSandboxProvider({ port: 0 });
     await call(provider.url, 'PUT', '/__faults', {
       rules: [{ method: 'POST', path: '/v1/charges', fault: 'timeout_after_commit' }],
@@ -1087,9 +1087,9 @@ describe('sandbox provider lifecycle', () => {
       20_000,
       10,
     );
-    const started = Date.now();
     await provider.close();
-    expect(Date.now() - started).toBeLessThan(1_000);
+    // Ended by the server: a close that waited for the held socket would have waited for the client to give up (after
+    // 10 s, seen here as 'open').
     const outcome = await held;
     expect(outcome.ending).not.toBe('open');
     expect(outcome.data).toBe('');
