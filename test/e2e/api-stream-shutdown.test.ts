@@ -84,10 +84,9 @@ describe('SIGTERM with a stream whose client stopped reading', () => {
         100,
       );
 
-      const stopping = Date.now();
       api.child.kill('SIGTERM');
+      // 0: the stop finished; held by the client (its drain timeout, 30 s, is past the grace) it is the forced exit 1.
       expect(await api.exited).toBe(0);
-      expect(Date.now() - stopping).toBeLessThan(10_000);
       socket.destroy();
       await http(stack.apiUrl, 'POST', `/v1/executions/${id}/cancel`, { key: DEMO.agent });
     },
@@ -109,7 +108,7 @@ describe('SIGTERM while a stream is being opened', () => {
   });
   afterAll(async () => stack?.stop());
 
-  it('ends that stream too, and exits 0 well within the grace', async () => {
+  it('ends that stream too, and exits 0 (its stop finished, not the forced exit at the grace)', async () => {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const api = await stack.startApp('api', {
@@ -136,7 +135,6 @@ describe('SIGTERM while a stream is being opened', () => {
     opening.catch(() => undefined);
     await waitForLockWaiter(stack.db.dataSource, { statementLike: '%executions%' });
 
-    const stopping = Date.now();
     api.child.kill('SIGTERM');
     await waitFor(
       async () => api.output.join(''),
@@ -146,10 +144,9 @@ describe('SIGTERM while a stream is being opened', () => {
     await lock.release();
 
     const code = await api.exited;
-    const took = Date.now() - stopping;
     if (code !== 0) console.log(api.output.join('').slice(-4000));
+    // 0: the stop finished; the stream served on held it until the forced exit 1 at the grace.
     expect(code).toBe(0);
-    expect(took).toBeLessThan(5_000);
     // The stream was ended, not cut: its body reads to its end, without an `end` event (the client resumes).
     const stream = await opening;
     expect(stream.status).toBe(200);

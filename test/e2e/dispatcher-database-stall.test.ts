@@ -22,7 +22,7 @@ describe('dispatcher SIGTERM while Postgres is stalled', () => {
     await stack?.stop();
   });
 
-  it('exits 0 in bounded time, leaves the send for the sweeper, and the charge ends VERIFIED once', async () => {
+  it('exits 0 (not the forced exit), leaves the send for the sweeper, and the charge ends VERIFIED once', async () => {
     pg = await StallablePostgres.start('disp-pgstall');
     const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('dispstall')}}`, DATABASE_QUERY_TIMEOUT_MS: '1500' };
     const { url } = await stack.startApiApp({ ...env, RUN_MIGRATIONS: 'true', SEED_DEMO: 'true' });
@@ -35,10 +35,9 @@ describe('dispatcher SIGTERM while Postgres is stalled', () => {
     expect(created.status).toBe(201);
     await waitForMarkers(dispatcher, 'paused after call', 1);
     pg.stall();
-    const stopping = Date.now();
     dispatcher.child.kill('SIGTERM');
+    // 0: the stop finished (held on the stalled Postgres, it is the forced exit 1 at the grace).
     expect(await dispatcher.exited).toBe(0);
-    expect(Date.now() - stopping).toBeLessThan(20_000);
 
     pg.resume();
     await stack.startApp('dispatcher', env);

@@ -61,10 +61,9 @@ describe('MCP waits in flight at SIGTERM', () => {
       50,
     );
 
-    const stopping = Date.now();
     api.child.kill('SIGTERM');
+    // 0: the stop finished; waits held for their 50 s would have met the forced exit 1 at the grace.
     expect(await api.exited).toBe(0);
-    expect(Date.now() - stopping).toBeLessThan(10_000);
     for (const answer of await Promise.all(answers)) {
       expect(answer.status).toBe(200);
       const data = answer.text.split('\n').find((line) => line.startsWith('data: '));

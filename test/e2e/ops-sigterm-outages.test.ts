@@ -39,18 +39,19 @@ describe('worker SIGTERM during outages', () => {
     return { redis, env: { REDIS_URL: redis.url, QUEUE_PREFIX: `{${unique(label)}}` } };
   }
 
-  /** SIGTERM to the app: its exit code, and how long it took (its output is printed when either is not as hoped). */
-  async function stop(app: RunningApp): Promise<{ code: number | null; took: number }> {
-    const stopping = Date.now();
+  /**
+   * SIGTERM to the app: its exit code (its output is printed when it is not 0). 0 is a stop that finished; one held past
+   * SHUTDOWN_GRACE_MS is the forced exit 1.
+   */
+  async function stop(app: RunningApp): Promise<{ code: number | null }> {
     app.child.kill('SIGTERM');
     const code = await app.exited;
-    const took = Date.now() - stopping;
-    if (code !== 0 || took > 10_000) console.log(took, app.output.join('').slice(-4000));
-    return { code, took };
+    if (code !== 0) console.log(app.output.join('').slice(-4000));
+    return { code };
   }
 
   it.each(['dispatcher', 'reconciler'] as const)(
-    '%s: Redis down, SIGTERM exits 0 promptly',
+    '%s: Redis down, SIGTERM exits 0 (not the forced exit)',
     async (name) => {
       const { redis, env } = await privateRedis('opsterm');
       const app = await stack.startApp(name, env);
@@ -61,14 +62,13 @@ describe('worker SIGTERM during outages', () => {
         (seen) => seen,
         15_000,
       ).catch(() => undefined);
-      const { code, took } = await stop(app);
+      const { code } = await stop(app);
       expect(code).toBe(0);
-      expect(took).toBeLessThan(10_000);
     },
     60_000,
   );
 
-  it('dispatcher: Redis dies during a send, SIGTERM: the send finishes and is recorded, exit 0 promptly', async () => {
+  it('dispatcher: Redis dies during a send, SIGTERM: the send finishes and is recorded, exit 0 (not the forced exit)', async () => {
     const { redis, env } = await privateRedis('opstermsend');
     const port = await freePort();
     await stack.startApp('api', { ...env, PORT: String(port), HOST: '127.0.0.1' });
@@ -80,9 +80,8 @@ describe('worker SIGTERM during outages', () => {
     expect(created.status).toBe(201);
     await waitForMarkers(app, 'paused after call', 1);
     await redis.kill('SIGKILL');
-    const { code, took } = await stop(app);
+    const { code } = await stop(app);
     expect(code).toBe(0);
-    expect(took).toBeLessThan(10_000);
     // Recorded by the stopping process itself (no reconciler runs here): not left SENT.
     const [op] = (await stack.db.dataSource.query('SELECT status FROM operations WHERE execution_id = $1', [
       created.body.id,
@@ -91,7 +90,7 @@ describe('worker SIGTERM during outages', () => {
     expect(op.status).not.toBe('PENDING');
   }, 60_000);
 
-  it('api: Redis down with an open stream, SIGTERM exits 0 promptly', async () => {
+  it('api: Redis down with an open stream, SIGTERM exits 0 (not the forced exit)', async () => {
     const { redis, env } = await privateRedis('opstermapi');
     const { app, url } = await stack.startApiApp(env);
     const created = await http<Execution>(url, 'POST', '/v1/executions', {
@@ -106,9 +105,8 @@ describe('worker SIGTERM during outages', () => {
     const body = stream.body!.getReader();
     await body.read();
     await redis.kill('SIGKILL');
-    const { code, took } = await stop(app);
+    const { code } = await stop(app);
     expect(code).toBe(0);
-    expect(took).toBeLessThan(10_000);
     // The stream was ended, not cut.
     for (;;) if ((await body.read().catch(() => ({ done: true }))).done) break;
   }, 60_000);
@@ -132,7 +130,7 @@ describe('worker SIGTERM during outages', () => {
     expect(Number(line!.split(' ').pop())).toBeGreaterThanOrEqual(1);
   }, 60_000);
 
-  it('reconciler: Postgres stalled, SIGTERM exits 0 promptly', async () => {
+  it('reconciler: Postgres stalled, SIGTERM exits 0 (not the forced exit)', async () => {
     pg = await StallablePostgres.start('opsterm-pg');
     const env = { DATABASE_URL: pg.url, QUEUE_PREFIX: `{${unique('opstermpg')}}`, DATABASE_QUERY_TIMEOUT_MS: '1500' };
     await stack.startApiApp({ ...env, RUN_MIGRATIONS: 'true', SEED_DEMO: 'true' });
@@ -144,10 +142,9 @@ describe('worker SIGTERM during outages', () => {
       (bytes) => bytes > 0,
       15_000,
     );
-    const { code, took } = await stop(app);
+    const { code } = await stop(app);
     pg.resume();
     expect(code).toBe(0);
-    expect(took).toBeLessThan(10_000);
   }, 60_000);
 
   /**
