@@ -6,6 +6,7 @@ import {
   VerityConflictError,
   VerityError,
   VerityIdempotencyError,
+  VerityNetworkError,
   VerityNotFoundError,
   VerityPreconditionFailedError,
   VerityRateLimitError,
@@ -192,6 +193,40 @@ describe('errors through a real HTTP server', () => {
     calls = 0;
     await expect(client().executions.cancel('exe_1', { reason: 'stop' })).rejects.toBeInstanceOf(VerityServerError);
     expect(seen).toHaveLength(1);
+  });
+
+  it('gives the problem of a retried 503 when the later attempts get no answer, instead of "no response" alone', async () => {
+    let calls = 0;
+    answer = (req, res) => {
+      calls += 1;
+      if (calls === 1) {
+        problem(
+          res,
+          503,
+          'secrets-unreadable',
+          { title: 'Secrets unreadable', detail: "the tenant's secrets do not open with this process' key" },
+          { 'retry-after': '0' },
+        );
+      } else {
+        req.socket.destroy();
+      }
+    };
+    const error = await client()
+      .executions.list({ limit: 5 })
+      .catch((e: unknown) => e);
+    expect(calls).toBe(3);
+    // The last attempt got no answer: still a network error, which now carries the answer an earlier one got.
+    expect(error).toBeInstanceOf(VerityNetworkError);
+    const { lastAnswer, message, attempts } = error as VerityNetworkError;
+    expect(attempts).toBe(3);
+    expect(lastAnswer).toBeInstanceOf(VerityServerError);
+    expect(lastAnswer).toMatchObject({
+      status: 503,
+      code: 'secrets-unreadable',
+      detail: "the tenant's secrets do not open with this process' key",
+    });
+    expect(message).not.toContain('no response after 3 attempts');
+    expect(message).toContain("attempt 1 answered 503 Secrets unreadable: the tenant's secrets do not open");
   });
 
   it('does not hold the key where it could leak', () => {

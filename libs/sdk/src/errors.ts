@@ -126,6 +126,11 @@ export class VerityNetworkError extends Error {
   readonly outcomeUnknown: boolean;
   /** For a create: the Idempotency-Key sent; repeating the create with it is safe and tells the outcome. */
   readonly idempotencyKey: string | undefined;
+  /**
+   * The answer an earlier attempt got before the later ones got none (a retried 503 and its problem, such as
+   * `secrets-unreadable`, with its type and detail); undefined when no attempt was answered.
+   */
+  readonly lastAnswer: VerityError | undefined;
 
   constructor(init: {
     method: string;
@@ -134,11 +139,19 @@ export class VerityNetworkError extends Error {
     outcomeUnknown: boolean;
     idempotencyKey?: string;
     cause?: unknown;
+    /** An earlier attempt's answer, and the number of that attempt. */
+    lastAnswer?: { error: VerityError; attempt: number };
   }) {
     const advice = init.outcomeUnknown ? outcomeAdvice(init.idempotencyKey) : '';
+    const answered = init.lastAnswer;
+    const unanswered = answered ? init.attempts - answered.attempt : init.attempts;
+    const attempts = answered
+      ? `${unanswered === 1 ? 'the last' : `the last ${unanswered}`} of ${init.attempts} attempts`
+      : `${init.attempts} attempt${init.attempts === 1 ? '' : 's'}`;
     super(
-      `${init.method} ${init.path}: no response after ${init.attempts} attempt${init.attempts === 1 ? '' : 's'} ` +
-        `(${describeCause(init.cause)})${advice}`,
+      `${init.method} ${init.path}: no response ${answered ? 'to' : 'after'} ${attempts} (${describeCause(init.cause)})` +
+        (answered ? `; attempt ${answered.attempt} answered ${answered.error.message}` : '') +
+        advice,
       { cause: init.cause },
     );
     this.method = init.method;
@@ -146,6 +159,7 @@ export class VerityNetworkError extends Error {
     this.attempts = init.attempts;
     this.outcomeUnknown = init.outcomeUnknown;
     this.idempotencyKey = init.idempotencyKey;
+    this.lastAnswer = answered?.error;
   }
 }
 

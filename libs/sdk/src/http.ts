@@ -121,6 +121,8 @@ export class Transport {
     const body = spec.body !== undefined ? JSON.stringify(spec.body) : undefined;
     const url = this.url(spec.path, spec.query);
     let lastNetworkError: unknown;
+    // The last answer a retried attempt got (a 503): given with the network error if the later attempts get none.
+    let lastAnswer: { error: VerityError; attempt: number } | undefined;
     // An attempt that may have been carried out: a network error or an answer that does not say it was not.
     let mayHaveReached = false;
     for (let attempt = 1; attempt <= attemptsAllowed; attempt += 1) {
@@ -170,6 +172,7 @@ export class Transport {
       const inconclusive = error.status >= 500 || error.code === IN_FLIGHT;
       if (attempt < attemptsAllowed && isRetryableAnswer(error)) {
         mayHaveReached ||= inconclusive;
+        lastAnswer = { error, attempt };
         const delayMs = Math.max(backoff(this.backoffMs, attempt), error.retryAfterMs ?? 0);
         await sleepUnlessAborted(delayMs, spec, attempt, mayHaveReached);
         continue;
@@ -191,6 +194,7 @@ export class Transport {
       outcomeUnknown: spec.method !== 'GET',
       idempotencyKey: spec.headers?.['idempotency-key'],
       cause: lastNetworkError,
+      lastAnswer,
     });
   }
 }

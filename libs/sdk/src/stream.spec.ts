@@ -1,6 +1,6 @@
 import { createServer, IncomingMessage, ServerResponse } from 'node:http';
 import { Verity } from './client';
-import { VerityNetworkError, VerityNotFoundError, VerityRateLimitError } from './errors';
+import { VerityNetworkError, VerityNotFoundError, VerityRateLimitError, VerityServerError } from './errors';
 import { MAX_STREAM_FRAME_BYTES, MalformedFrame, OversizedFrame } from './stream';
 import type { ExecutionEvent } from './types';
 import { closedAfterEachTest, listenLocally } from '../../../test/support/local-server';
@@ -185,6 +185,35 @@ describe('ExecutionStream over a real SSE server', () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(VerityNetworkError);
     expect(error).toMatchObject({ attempts: 3, outcomeUnknown: false });
+  });
+
+  it('gives up with the last answer when every reconnection was answered (a 503 with its problem), never "no response"', async () => {
+    let requests = 0;
+    const server = createServer((_req, res) => {
+      requests += 1;
+      res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '0' });
+      res.end(
+        JSON.stringify({
+          type: 'https://verity.dev/problems/secrets-unreadable',
+          title: 'Secrets unreadable',
+          status: 503,
+          detail: `answer ${requests}: the tenant's secrets do not open with this process' key`,
+        }),
+      );
+    });
+    const { url } = closeAfterTest(await listenLocally(server));
+    const error = await new Verity({ baseUrl: url, apiKey: KEY })
+      .stream('exe_1', { maxReconnects: 2, reconnectDelayMs: 5 })
+      .toArray()
+      .catch((e: unknown) => e);
+    expect(requests).toBe(3);
+    expect(error).toBeInstanceOf(VerityServerError);
+    expect(error).toMatchObject({
+      status: 503,
+      code: 'secrets-unreadable',
+      detail: "answer 3: the tenant's secrets do not open with this process' key",
+    });
+    expect((error as Error).message).not.toContain('no response');
   });
 
   it('hands a Retry-After longer than 10 s to the caller instead of reconnecting at once', async () => {

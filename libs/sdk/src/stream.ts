@@ -1,5 +1,5 @@
 import { createParser } from 'eventsource-parser';
-import { VerityNetworkError, errorFromResponse } from './errors';
+import { VerityError, VerityNetworkError, errorFromResponse } from './errors';
 import { HEADER_VALUE, MAX_RETRY_AFTER_MS, Transport, backoff, pathSegment, sleep } from './http';
 import type { ExecutionEvent, StreamEndReason } from './types';
 
@@ -9,7 +9,8 @@ export interface StreamOptions {
   /** Aborting ends the iteration: the pending `next()` rejects with the signal's reason. */
   signal?: AbortSignal;
   /**
-   * Consecutive failed (re)connections tolerated before the iterator throws a VerityNetworkError (default 10).
+   * Consecutive failed (re)connections tolerated before the iterator throws (default 10): the last answer's error
+   * when the last one was answered (a 503 `secrets-unreadable`, say), a VerityNetworkError when it got no answer.
    * The count resets whenever the server accepts a connection.
    */
   maxReconnects?: number;
@@ -122,6 +123,9 @@ export class ExecutionStream implements AsyncIterable<ExecutionEvent> {
       signal?.throwIfAborted();
       if (failures > 0) {
         if (failures > maxReconnects) {
+          // The last (re)connection was answered (a 503 and its problem, such as `secrets-unreadable`): that answer is
+          // what the caller is given, not a "no response" it was not.
+          if (lastCause instanceof VerityError) throw lastCause;
           throw new VerityNetworkError({
             method: 'GET',
             path,
