@@ -2,7 +2,7 @@ import { OperationStatus } from '@verity/status-model';
 import type { Connector, ConnectorEnvironment, ConnectorOperation } from './connector';
 import { errorCause, readBackThrew } from './connector';
 import { ConnectorRegistry } from './registry';
-import { answerRedactor, redactingSecrets, secretRedactor } from './secret-redaction';
+import { ANSWER_REDACTION_PASSES, answerRedactor, redactingSecrets, secretRedactor } from './secret-redaction';
 
 describe('answerRedactor', () => {
   const answer = {
@@ -90,6 +90,32 @@ describe('answerRedactor and a legacy secret shorter than the minimum', () => {
   });
 });
 
+describe('answerRedactor and a legacy secret whose sent spelling is shorter than the minimum', () => {
+  it('replaces a spelling under 8 characters (a value of 8 with leading spaces, sent without them) only as a whole string', () => {
+    // Stored before leading spaces were refused: a header sends "abcde", which is what an echo answers.
+    const redact = answerRedactor({ key: '   abcde', token: 'tok-12345678' });
+    expect(
+      redact({
+        id: 'exe_abcdef01',
+        note: 'abcde is a word',
+        echo: 'abcde',
+        stored: '   abcde',
+        inside: 'x   abcde',
+        url: 'a%62cde',
+        ref: 'ref tok-12345678',
+      }),
+    ).toEqual({
+      id: 'exe_abcdef01',
+      note: 'abcde is a word',
+      echo: '{{secret:key}}',
+      stored: '{{secret:key}}',
+      inside: 'x{{secret:key}}',
+      url: 'a%62cde',
+      ref: 'ref {{secret:token}}',
+    });
+  });
+});
+
 describe('answerRedactor with hostile values', () => {
   it('leaves a placeholder on file whole: a value that is part of its text (`{{secret:`) is not found inside it', () => {
     // A provider answer stored redacted by the connector door holds `{{secret:crm}}`; a secret is `{{secret:` itself.
@@ -126,6 +152,29 @@ describe('answerRedactor with hostile values', () => {
     const text = 'outer-12345678-x 12345678 {{secret:inner}}{{secret:outer}} a}}{{secret:b';
     expect(one(text)).toBe(other(text));
     expect(one(text)).toBe('{{secret:outer}} {{secret:inner}} {{secret:brace}} a{{secret:brace}}b');
+  });
+});
+
+describe('answerRedactor and the cost of its passes', () => {
+  it('looks a string through at most ANSWER_REDACTION_PASSES times: a value still found then takes the whole string', () => {
+    // A chain of values each holding the placeholder of the one before, deeper than the passes: each pass resolves one
+    // link. Before, the string was searched again up to once per character, so a value that holds its own placeholder
+    // behind one character (`A{{secret:self}}`) made a 256 KiB string 256 Ki passes over it (seconds of CPU).
+    const depth = ANSWER_REDACTION_PASSES + 3;
+    const secrets: Record<string, string> = { l0: 'a-secret-value' };
+    for (let i = 1; i <= depth; i += 1) secrets[`l${i}`] = `x{{secret:l${i - 1}}}`;
+    const redact = answerRedactor(secrets);
+    const text = `${'x'.repeat(depth)}a-secret-value`;
+    // After ANSWER_REDACTION_PASSES passes (l0 … l3 replaced) l4 is still found: the whole string is its placeholder.
+    expect(redact(text)).toBe(`{{secret:l${ANSWER_REDACTION_PASSES}}}`);
+    expect(redact(`id ${text} end`)).toBe(`{{secret:l${ANSWER_REDACTION_PASSES}}}`);
+    // A chain within the passes is resolved link by link, as before.
+    expect(redact(`id ${'x'.repeat(ANSWER_REDACTION_PASSES - 1)}a-secret-value end`)).toBe(
+      `id {{secret:l${ANSWER_REDACTION_PASSES - 1}}} end`,
+    );
+    const self = answerRedactor({ self: 'A{{secret:self}}' });
+    expect(self(`${'A'.repeat(256 * 1024)}{{secret:self}}`)).toBe('{{secret:self}}');
+    expect(self(`id ${'A'.repeat(2)}{{secret:self}} end`)).toBe('id {{secret:self}} end');
   });
 });
 

@@ -69,6 +69,12 @@ function escapeRegExp(text: string): string {
 
 export type Redact = <T>(value: T) => T;
 
+/**
+ * How many times `answerRedactor` replaces what it found in one string before it answers a string where a value is
+ * still found as that value's placeholder, whole (see `answerTextRedactor`).
+ */
+export const ANSWER_REDACTION_PASSES = 4;
+
 const identity: Redact = (value) => value;
 
 /**
@@ -123,7 +129,8 @@ export function answerRedactor(secrets: Readonly<Record<string, string>> | undef
 
 /**
  * An answer's string with each secret value replaced, unambiguously:
- * - a value of fewer than SECRET_VALUE_MIN_LENGTH characters only where it is the whole string;
+ * - a value of fewer than SECRET_VALUE_MIN_LENGTH characters only where it is the whole string, and so a spelling of
+ *   fewer of a longer value (a value stored with leading spaces: a header sent it without them);
  * - every other value wherever it stands, in one pass over the text (the longest first where two start together, the
  *   text of values that overlap replaced whole), but never inside a placeholder naming one of the tenant's secrets
  *   (`{{secret:NAME}}`, stored by the connector door or just written): a value found wholly in one is that
@@ -131,7 +138,11 @@ export function answerRedactor(secrets: Readonly<Record<string, string>> | undef
  *   placeholder is replaced together with the whole placeholder, so no tail of it (`crm}}`) is left;
  * - the text is looked through again after each pass: where a placeholder just written makes up a value with the text
  *   around it (a value `x{{secret:a}}` where `x` stood before `a`'s value), that value is replaced too. Each pass leaves
- *   fewer characters outside placeholders, or fewer placeholders, so this ends.
+ *   fewer characters outside placeholders, or fewer placeholders, so this would end — but after as many passes as
+ *   characters: a value that holds its own placeholder behind one character (`A{{secret:self}}`) takes one `A` a pass,
+ *   and `AAA…{{secret:self}}` of 256 KiB took seconds. So after ANSWER_REDACTION_PASSES passes (a chain of values
+ *   holding each other's placeholder that deep) a string where a value is still found is answered as that value's
+ *   placeholder, whole: nothing of it is answered, and a string costs at most ANSWER_REDACTION_PASSES + 1 searches.
  */
 function answerTextRedactor(secrets: Readonly<Record<string, string>> | undefined): ((text: string) => string) | null {
   const long: Record<string, string> = {};
@@ -140,16 +151,16 @@ function answerTextRedactor(secrets: Readonly<Record<string, string>> | undefine
   for (const [name, value] of Object.entries(secrets ?? {})) {
     if (typeof value !== 'string' || value.length === 0) continue;
     names.push(name);
-    if (value.length >= SECRET_VALUE_MIN_LENGTH) {
-      long[name] = value;
-      continue;
-    }
+    if (value.length >= SECRET_VALUE_MIN_LENGTH) long[name] = value;
+    // A value under the minimum, and a spelling under it of a longer one (a value stored with leading spaces, sent
+    // without them): only as a whole string.
     for (const spelling of spellings(value)) {
+      if (!spelling || spelling.length >= SECRET_VALUE_MIN_LENGTH) continue;
       const known = whole.get(spelling);
-      if (spelling && (known === undefined || name < known)) whole.set(spelling, name);
+      if (known === undefined || name < known) whole.set(spelling, name);
     }
   }
-  const find = spanFinder(long);
+  const find = spanFinder(long, SECRET_VALUE_MIN_LENGTH);
   if (find === null && whole.size === 0) return null;
   const placeholder = new RegExp(
     `\\{\\{secret:(?:${names
@@ -163,28 +174,45 @@ function answerTextRedactor(secrets: Readonly<Record<string, string>> | undefine
     if (wholeName !== undefined) return secretPlaceholder(wholeName);
     if (find === null) return text;
     let out = text;
-    // At most one pass per character (each pass shortens what is outside placeholders), and one more that finds nothing.
-    for (let pass = 0; pass <= text.length; pass += 1) {
+    for (let pass = 0; ; pass += 1) {
       const found = find(out);
       // Most strings hold no secret: one search, no more.
       if (found.length === 0) return out;
+      // In the order of the text, none overlapping another (a name holds no brace).
       const kept = [...out.matchAll(placeholder)].map((m) => ({ start: m.index, end: m.index + m[0].length }));
       const spans: Span[] = [];
       for (const span of found) {
-        if (kept.some((p) => p.start <= span.start && span.end <= p.end)) continue;
-        for (const p of kept) {
-          if (p.start < span.end && span.start < p.end) {
-            span.start = Math.min(span.start, p.start);
-            span.end = Math.max(span.end, p.end);
-          }
+        // The placeholders it touches: from the first that ends after it starts, while they start before it ends.
+        let first = 0;
+        for (let last = kept.length; first < last;) {
+          const middle = (first + last) >>> 1;
+          if (kept[middle].end <= span.start) first = middle + 1;
+          else last = middle;
+        }
+        const p = kept[first];
+        if (p !== undefined && p.start <= span.start && span.end <= p.end) continue;
+        for (let i = first; i < kept.length && kept[i].start < span.end; i += 1) {
+          span.start = Math.min(span.start, kept[i].start);
+          span.end = Math.max(span.end, kept[i].end);
         }
         spans.push(span);
       }
       if (spans.length === 0) return out;
+      // Still found after as many passes as a chain of values holding each other's placeholder is given: the string is
+      // answered as the placeholder of the value found first, whole (nothing of it is answered).
+      if (pass === ANSWER_REDACTION_PASSES) return secretPlaceholder(firstSpan(spans).name);
       out = replaceSpans(out, spans);
     }
-    return out;
   };
+}
+
+/** The span `replaceSpans` names a placeholder after first: the one that starts first, then the longest, then by name. */
+function firstSpan(spans: Span[]): Span {
+  return [...spans].sort(bySpanOrder)[0];
+}
+
+function bySpanOrder(a: Span, b: Span): number {
+  return a.start - b.start || b.end - a.end || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 }
 
 /**
@@ -209,12 +237,19 @@ function textRedactor(secrets: Readonly<Record<string, string>> | undefined): ((
   };
 }
 
-/** Where `text` holds a secret value of `secrets` in any spelling (spans that may overlap); null: nothing to find. */
-function spanFinder(secrets: Readonly<Record<string, string>> | undefined): ((text: string) => Span[]) | null {
+/**
+ * Where `text` holds a secret value of `secrets` in any spelling (spans that may overlap); null: nothing to find. A
+ * spelling shorter than `minLength` is not looked for (answerTextRedactor finds it only as a whole string).
+ */
+function spanFinder(
+  secrets: Readonly<Record<string, string>> | undefined,
+  minLength = 1,
+): ((text: string) => Span[]) | null {
   const byText = new Map<string, string>();
   for (const [name, value] of Object.entries(secrets ?? {})) {
     if (typeof value !== 'string' || value.length === 0) continue;
     for (const spelling of spellings(value)) {
+      if (spelling.length < minLength) continue;
       const known = byText.get(spelling);
       // Two secrets with the same value: the longer name never matters, but the choice must not depend on order.
       if (known === undefined || name < known) byText.set(spelling, name);
@@ -229,7 +264,7 @@ function spanFinder(secrets: Readonly<Record<string, string>> | undefined): ((te
     if (typeof value !== 'string' || value.length === 0) continue;
     for (const text of new Set([value, value.replace(/^[ \t]+|[ \t]+$/g, '')])) {
       const known = decodedValues.get(text);
-      if (text && (known === undefined || name < known)) decodedValues.set(text, name);
+      if (text.length >= minLength && (known === undefined || name < known)) decodedValues.set(text, name);
     }
   }
   return (text: string): Span[] => {
@@ -292,7 +327,7 @@ function percentEncodedSpans(text: string, values: ReadonlyMap<string, string>):
  * name; the text of a span that overlaps it and ends later is replaced with it, so no part of either value is left.
  */
 function replaceSpans(text: string, spans: Span[]): string {
-  spans.sort((a, b) => a.start - b.start || b.end - a.end || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  spans.sort(bySpanOrder);
   let out = '';
   let done = 0;
   for (const span of spans) {
