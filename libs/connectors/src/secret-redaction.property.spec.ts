@@ -62,7 +62,11 @@ function makeCase(random: () => number): Case {
   const values = Object.values(secrets);
   const fragment = () => {
     const roll = random();
-    if (roll < 0.35) return pick(values);
+    if (roll < 0.3) return pick(values);
+    if (roll < 0.35) {
+      const value = pick(values);
+      return random() < 0.5 ? JSON.stringify(value).slice(1, -1) : encodeURIComponentOrSelf(value);
+    }
     if (roll < 0.6) {
       // A part of a value: its start, its end or its middle, so values meet and overlap in the text.
       const value = pick(values);
@@ -103,11 +107,23 @@ function leaked(out: string, secrets: Record<string, string>): string | undefine
   const kept = placeholders(out, names);
   for (const value of Object.values(secrets)) {
     if (value.length < SECRET_VALUE_MIN_LENGTH || names.some((name) => secretPlaceholder(name) === value)) continue;
-    for (let i = out.indexOf(value); i >= 0; i = out.indexOf(value, i + 1)) {
-      if (!kept.some((p) => p.start <= i && i + value.length <= p.end)) return value;
+    // As written, inside a JSON string, and percent-encoded (spellings the redactor looks for too).
+    for (const spelling of new Set([value, JSON.stringify(value).slice(1, -1), encodeURIComponentOrSelf(value)])) {
+      if (names.some((name) => secretPlaceholder(name) === spelling)) continue;
+      for (let i = out.indexOf(spelling); i >= 0; i = out.indexOf(spelling, i + 1)) {
+        if (!kept.some((p) => p.start <= i && i + spelling.length <= p.end)) return spelling;
+      }
     }
   }
   return undefined;
+}
+
+function encodeURIComponentOrSelf(value: string): string {
+  try {
+    return encodeURIComponent(value);
+  } catch {
+    return value;
+  }
 }
 
 describe('answerRedactor, property: random secrets and texts made of their pieces', () => {
