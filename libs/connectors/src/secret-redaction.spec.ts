@@ -90,6 +90,28 @@ describe('answerRedactor and a legacy secret shorter than the minimum', () => {
   });
 });
 
+describe('redaction of a value found at very many places', () => {
+  it('answers a string of 200,000 places of a value beside a "+" (searched percent-decoded too), instead of throwing', () => {
+    // Every place found was spread as arguments of one call: past the stack's bound, a RangeError instead of an answer.
+    const text = `${'a'.repeat(200_000)}+`;
+    expect(answerRedactor({ l: 'aaaaaaaa' })(text)).toBe('{{secret:l}}+');
+    expect(secretRedactor({ l: 'aaaaaaaa' })(text)).toBe('{{secret:l}}+');
+  });
+
+  it('replaces a value repeated over its own period whole, and a longer value that ends past the repetition with it', () => {
+    const redact = answerRedactor({ run: 'abababab', longer: 'ababababababc', other: 'bab-tail-1' });
+    // The repetition, then a longer value that starts inside it and ends after it: one placeholder, nothing left.
+    expect(redact(`x ${'ab'.repeat(50)}abc y`)).toBe('x {{secret:run}} y');
+    expect(redact(`x ${'ab'.repeat(50)}-tail-1 y`)).toBe('x {{secret:run}} y');
+    // Percent-encoded, the same.
+    expect(redact(`x ${'%61b'.repeat(50)} y`)).toBe('x {{secret:run}} y');
+    // Repeated up to a placeholder on file, and inside its name: the placeholder is kept whole.
+    const named = answerRedactor({ a8: 'aaaaaaaa', aaaaaaaaaaaa: 'tok-12345678' });
+    expect(named(`${'a'.repeat(20)}{{secret:aaaaaaaaaaaa}}`)).toBe('{{secret:a8}}{{secret:aaaaaaaaaaaa}}');
+    expect(named('{{secret:aaaaaaaaaaaa}} aaaaaaaaa')).toBe('{{secret:aaaaaaaaaaaa}} {{secret:a8}}');
+  });
+});
+
 describe('answerRedactor and a legacy secret whose sent spelling is shorter than the minimum', () => {
   it('replaces a spelling under 8 characters (a value of 8 with leading spaces, sent without them) only as a whole string', () => {
     // Stored before leading spaces were refused: a header sends "abcde", which is what an echo answers.

@@ -267,17 +267,69 @@ function spanFinder(
       if (text.length >= minLength && (known === undefined || name < known)) decodedValues.set(text, name);
     }
   }
+  const longest = texts[0].length;
+  const periodOf = periodFinder();
   return (text: string): Span[] => {
     const found: Span[] = [];
+    // The furthest end of what was found: the text from the first place found to it is one stretch of places that
+    // overlap each other, replaced whole (replaceSpans).
+    let reach = 0;
     pattern.lastIndex = 0;
     for (let match = pattern.exec(text); match; match = pattern.exec(text)) {
-      found.push({ start: match.index, end: match.index + match[0].length, name: byText.get(match[0])! });
       // Searched again from the next character, not past the match: a value that starts inside this one (their texts
       // overlap) is found too, and replaced with it (replaceSpans) rather than left partly shown.
       pattern.lastIndex = match.index + 1;
+      // One that ends within what was found already is replaced with it: nothing more to note.
+      if (match.index + match[0].length <= reach) continue;
+      const name = byText.get(match[0])!;
+      const run = repeatedAt(text, match[0], match.index, periodOf(match[0]));
+      for (const start of run) found.push({ start, end: start + match[0].length, name });
+      reach = run[run.length - 1] + match[0].length;
+      // Past a run of the same value repeated (`aaaa…` for a value `aaa…`), searched again only where a value could
+      // still end after it.
+      pattern.lastIndex = Math.max(pattern.lastIndex, reach - longest + 1);
     }
-    if (/%[0-7][0-9a-f]|\+/i.test(text)) found.push(...percentEncodedSpans(text, decodedValues));
+    // Appended one by one: spread as the arguments of one call, a few hundred thousand overflowed the stack.
+    if (/%[0-7][0-9a-f]|\+/i.test(text))
+      for (const span of percentEncodedSpans(text, decodedValues, periodOf)) found.push(span);
     return found;
+  };
+}
+
+/**
+ * Where `value`, found in `text` at `at`, stands again shifted by its period (`abab…` for a value `ababab`): each such
+ * place is checked with the period's characters only, where searching again compared the whole value at each (a value
+ * of 4096 `a` in 256 KiB of `a`: 4096 comparisons per character, seconds). No other place in between holds the value
+ * (it would have a shorter period). `at` first; `period` is the value's (periodFinder).
+ */
+function repeatedAt(text: string, value: string, at: number, period: number): number[] {
+  const starts = [at];
+  if (period === value.length) return starts;
+  const tail = value.slice(value.length - period);
+  for (let start = at; text.startsWith(tail, start + value.length); start += period) starts.push(start + period);
+  return starts;
+}
+
+/**
+ * The smallest shift under which a value matches itself where they overlap (its length when there is none), kept per
+ * value for as long as the finder that asks lives (never beyond: the values are secrets).
+ */
+function periodFinder(): (value: string) => number {
+  const periods = new Map<string, number>();
+  return (value) => {
+    let period = periods.get(value);
+    if (period === undefined) {
+      // The prefix function: border[i] is the longest proper prefix of value[0..i] that is also its suffix.
+      const border = new Int32Array(value.length);
+      for (let i = 1; i < value.length; i += 1) {
+        let k = border[i - 1];
+        while (k > 0 && value[i] !== value[k]) k = border[k - 1];
+        border[i] = value[i] === value[k] ? k + 1 : k;
+      }
+      period = value.length - border[value.length - 1];
+      periods.set(value, period);
+    }
+    return period;
   };
 }
 
@@ -294,7 +346,11 @@ interface Span {
  * character; `+` as a space, and separately as itself), searched for the values as written, and what is found is
  * mapped back to where it stands in the text.
  */
-function percentEncodedSpans(text: string, values: ReadonlyMap<string, string>): Span[] {
+function percentEncodedSpans(
+  text: string,
+  values: ReadonlyMap<string, string>,
+  periodOf: (value: string) => number,
+): Span[] {
   const spans: Span[] = [];
   for (const plusIsSpace of [false, true]) {
     let decoded = '';
@@ -314,7 +370,10 @@ function percentEncodedSpans(text: string, values: ReadonlyMap<string, string>):
     at.push(text.length);
     for (const [value, name] of values) {
       for (let i = decoded.indexOf(value); i >= 0; i = decoded.indexOf(value, i + 1)) {
-        spans.push({ start: at[i], end: at[i + value.length], name });
+        for (const start of repeatedAt(decoded, value, i, periodOf(value))) {
+          spans.push({ start: at[start], end: at[start + value.length], name });
+          i = start;
+        }
       }
     }
   }
