@@ -2,7 +2,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { INestApplication } from '@nestjs/common';
-import { LOGGER, Logger, OutageLog, VerityConfig, isRedisUnreachable } from '@verity/platform';
+import { LOGGER, Logger, OutageLog, VerityConfig, isRedisCommandTimeout, isRedisUnreachable } from '@verity/platform';
 import { JobProducer } from '@verity/queues';
 import type { NextFunction, Request, Response } from 'express';
 import { ApiKeyService } from './auth/api-key.service';
@@ -378,7 +378,12 @@ export function boardErrorsAsProblems(logger: Logger) {
     res.json = (body: unknown) => {
       if (res.statusCode < 400 || !isBoardError(body)) return json(body);
       const key = typeof body.error.key === 'string' ? body.error.key.replace(/^ERRORS\./, '') : 'ERROR';
-      if (res.statusCode >= 500 && isRedisUnreachable({ code: body.code, message: body.message })) {
+      const failure = { code: body.code, message: body.message };
+      // A Redis that does not answer in time (stalled, or slow under load) is away for the board as much as one that
+      // refuses: each poll of its page answered 500 internal and logged an error line while it lasted. A write that
+      // timed out may have been made all the same, and its answer says so.
+      const timedOut = isRedisCommandTimeout(failure);
+      if (res.statusCode >= 500 && (isRedisUnreachable(failure) || timedOut)) {
         const note = queueOutage.failed();
         if (note) {
           logger.error(
@@ -386,7 +391,12 @@ export function boardErrorsAsProblems(logger: Logger) {
             'job queue unavailable: answering 503 queue-unavailable (logged again at most once a minute while it lasts)',
           );
         }
-        sendProblem(req, res, Problem.queueUnavailable('Bull Board cannot show its queues; try again'));
+        const write = req.method !== 'GET' && req.method !== 'HEAD';
+        const consequence =
+          write && timedOut
+            ? 'Bull Board could not tell whether the change was made; look at the queue before asking again'
+            : 'Bull Board cannot show its queues; try again';
+        sendProblem(req, res, Problem.queueUnavailable(consequence));
         return res;
       }
       if (res.statusCode >= 500) {

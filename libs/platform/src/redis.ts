@@ -217,3 +217,15 @@ export function isRedisUnreachable(error: unknown): boolean {
   // ioredis' refusal of a command while its connection is down and it queues none (as the producer's clients do).
   return message === 'Connection is closed.' || message === OFFLINE_REFUSAL;
 }
+
+/** ioredis' rejection of a command that got no reply within its `commandTimeout` (the producer's clients set one). */
+const COMMAND_TIMED_OUT = 'Command timed out';
+
+/**
+ * Whether an error says only that Redis did not answer in time: frozen, overloaded or cut off, the connection still
+ * 'ready'. Like an unreachable Redis it says nothing about the request; unlike one it is not a refusal, so a write
+ * that timed out may still have been applied: only a read may take it as "not there now".
+ */
+export function isRedisCommandTimeout(error: unknown): boolean {
+  return (error as { message?: unknown } | null)?.message === COMMAND_TIMED_OUT;
+}
