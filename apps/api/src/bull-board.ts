@@ -1,5 +1,6 @@
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { Job, type JobJson, type JobType, type Queue } from 'bullmq';
 import { ExpressAdapter } from '@bull-board/express';
 import type { INestApplication } from '@nestjs/common';
 import { LOGGER, Logger, OutageLog, VerityConfig, isRedisCommandTimeout, isRedisUnreachable } from '@verity/platform';
@@ -28,7 +29,7 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
   serverAdapter.setBasePath(BULL_BOARD_ROUTE);
   // Every queue on every shard (named `<shard>.<queue>` when there are several).
   const queues = (await producer.everyQueue()).map(
-    ({ queue, namePrefix }) => new BullMQAdapter(queue, { readOnlyMode, prefix: namePrefix }),
+    ({ queue, namePrefix }) => new BoardQueueAdapter(queue, { readOnlyMode, prefix: namePrefix }),
   );
   const queuesByName: BoardQueues = new Map(queues.map((adapter) => [adapter.getName(), adapter]));
   createBullBoard({ queues, serverAdapter });
@@ -63,6 +64,91 @@ export async function mountBullBoard(app: INestApplication, config: VerityConfig
     refuseLogsOfMissingJobs(queuesByName),
     serverAdapter.getRouter(),
   );
+}
+
+/**
+ * A queue as the board reads it: a job whose stored fields BullMQ cannot parse (its data, options, progress or parent
+ * not JSON) made BullMQ's read throw, so the list of its queue (every page that held it) and its own page answered 500
+ * for as long as it stayed. Such a job is read here from its hash as it is: what parses is shown, what does not is
+ * shown as its stored text (data, progress) or left out (options, parent). A job whose hash is gone is not listed.
+ */
+export class BoardQueueAdapter extends BullMQAdapter {
+  constructor(
+    private readonly source: Queue,
+    options: ConstructorParameters<typeof BullMQAdapter>[1],
+  ) {
+    super(source, options);
+  }
+
+  override getJob(id: string): Promise<Job | undefined> {
+    return readJob(this.source, id);
+  }
+
+  override async getJobs(...args: Parameters<BullMQAdapter['getJobs']>): Promise<Job[]> {
+    try {
+      return await super.getJobs(...args);
+    } catch (error) {
+      if (!(error instanceof SyntaxError)) throw error;
+      // One of them does not parse: each is read on its own, as BullMQ reads them (its ids, then each hash).
+      const [statuses, start, end] = args;
+      const ids = [...new Set(await this.source.getRanges(statuses as JobType[], start, end, false))];
+      const jobs = await Promise.all(ids.map((id) => readJob(this.source, id)));
+      return jobs.filter((job): job is Job => job !== undefined);
+    }
+  }
+}
+
+/** A job as BullMQ reads it, or from its hash as it is when a stored field does not parse; undefined: not there. */
+async function readJob(queue: Queue, id: string): Promise<Job | undefined> {
+  try {
+    return await queue.getJob(id);
+  } catch (error) {
+    if (!(error instanceof SyntaxError)) throw error;
+    const raw = await (await queue.getBackend().client).hgetall(queue.toKey(id));
+    if (Object.keys(raw).length === 0) return undefined;
+    return Job.fromJSON(queue, unparsedJobJson(raw, id), id);
+  }
+}
+
+/** What `text` holds as JSON, or `absent` when it is no JSON (or not there). */
+function jsonOr(text: string | undefined, absent: unknown): unknown {
+  if (text === undefined) return absent;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return absent;
+  }
+}
+
+/** A job's hash as BullMQ's own read makes it (its field names), each field that does not parse made one that does. */
+function unparsedJobJson(raw: Record<string, string>, id: string): JobJson {
+  const number = (text: string | undefined) => (text === undefined ? undefined : parseInt(text, 10));
+  const unparsed = Symbol('unparsed');
+  return {
+    id: raw.id ?? id,
+    name: raw.name ?? '',
+    // Data that is not JSON is shown as the text stored (a JSON string of it); progress likewise.
+    data: raw.data === undefined ? '{}' : jsonOr(raw.data, unparsed) === unparsed ? JSON.stringify(raw.data) : raw.data,
+    opts: jsonOr(raw.opts, unparsed) === unparsed ? {} : Job.optsFromJSON(raw.opts),
+    progress: jsonOr(raw.progress, raw.progress ?? 0) as JobJson['progress'],
+    delay: number(raw.delay),
+    priority: number(raw.priority),
+    timestamp: number(raw.timestamp) as number,
+    attemptsStarted: number(raw.ats) ?? 0,
+    attemptsMade: number(raw.attemptsMade ?? raw.atm) ?? 0,
+    stalledCounter: number(raw.stc) ?? 0,
+    finishedOn: number(raw.finishedOn),
+    processedOn: number(raw.processedOn),
+    repeatJobKey: raw.rjk,
+    deduplicationId: raw.deid,
+    failedReason: raw.failedReason,
+    deferredFailure: raw.defa,
+    stacktrace: raw.stacktrace,
+    returnvalue: raw.returnvalue,
+    parentKey: raw.parentKey,
+    parent: jsonOr(raw.parent, undefined) as JobJson['parent'],
+    processedBy: raw.pb,
+  };
 }
 
 /**
