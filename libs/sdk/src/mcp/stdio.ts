@@ -96,7 +96,7 @@ async function main(): Promise<void> {
   const answers = trackAnswers(transport, () => !outputClosed);
   // SIGTERM, SIGINT or the end of stdin (how an MCP host ends a stdio server): no request is read any more, those in
   // flight answer (a submission's answer carries the execution and its idempotency key) for up to SHUTDOWN_GRACE_MS,
-  // then the process exits 0. Node's default for the signals killed it at once, answers and all.
+  // then the process exits 0 — or 1 if the grace ran out first, saying how many went unanswered. Node's default for the signals killed it at once, answers and all.
   let stopping = false;
   const stop = (why: string) => {
     if (stopping) return;
@@ -107,8 +107,18 @@ async function main(): Promise<void> {
     void mcp.stopWaits();
     const inFlight = answers.count();
     if (inFlight > 0) process.stderr.write(`verity-mcp: ${why}: answering ${inFlight} request(s) in flight first\n`);
-    const grace = new Promise<void>((resolve) => setTimeout(resolve, SHUTDOWN_GRACE_MS).unref());
-    void Promise.race([answers.idle(), grace]).then(() => mcp.server.close());
+    const grace = new Promise<'grace'>((resolve) => setTimeout(() => resolve('grace'), SHUTDOWN_GRACE_MS).unref());
+    void Promise.race([answers.idle(), grace]).then((ended) => {
+      if (ended !== 'grace') return mcp.server.close();
+      // The grace ran out with requests unanswered: a forced exit, 1, as every Verity process's (closing the server
+      // exited 0 as if all had been answered, and the host could not tell).
+      process.stderr.write(
+        `verity-mcp: ${why}: the grace (${SHUTDOWN_GRACE_MS / 1000} s) ran out; ${answers.count()} request(s) in ` +
+          'flight went unanswered (a submission among them may have been made: read the executions before ' +
+          'submitting again)\n',
+      );
+      process.exit(1);
+    });
   };
   // A host that quits closes our output with our input: an answer written then (a wait stopped above answers at once)
   // failed with EPIPE, unheard, and the process crashed with exit 1. Nobody reads the answers any more: it stops as at
