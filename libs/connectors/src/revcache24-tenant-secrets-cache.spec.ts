@@ -1,4 +1,4 @@
-import { type SecretsMoment, TenantSecretsCache } from './tenant-secrets-cache';
+import { MAX_KEPT_MS, type SecretsMoment, TenantSecretsCache } from './tenant-secrets-cache';
 
 /**
  * Hostile interleavings of TenantSecretsCache, against a model of what Postgres guarantees and nothing more:
@@ -273,5 +273,29 @@ describe('TenantSecretsCache under hostile interleavings (revcache24)', () => {
     if (trips.underWay > 0) await trips.answer();
     expect(await next).toBe('v2');
     expect(trips.sent).toBe(0);
+  });
+
+  it('keeps what it read MAX_KEPT_MS of a monotonic clock: a wall clock set back an hour does not keep it longer', async () => {
+    jest.useFakeTimers({ now: new Date('2026-12-07T10:00:00Z') });
+    try {
+      const cache = new TenantSecretsCache<string>();
+      cache.setLive(true);
+      let reads = 0;
+      const read = async () => {
+        reads += 1;
+        return { value: `v${reads}`, size: 2 };
+      };
+      expect(await cache.get('acme', read)).toBe('v1');
+      // NTP steps the wall clock back an hour; MAX_KEPT_MS then passes.
+      jest.setSystemTime(Date.now() - 3_600_000);
+      jest.advanceTimersByTime(MAX_KEPT_MS);
+      expect(await cache.get('acme', read)).toBe('v2');
+      // Set forward an hour: what was just read is still kept (not read at every answer).
+      jest.setSystemTime(Date.now() + 2 * 3_600_000);
+      expect(await cache.get('acme', read)).toBe('v2');
+      expect(reads).toBe(2);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 });

@@ -103,10 +103,10 @@ describe('TenantSecretsCache', () => {
       const cache = liveCache();
       const acme = reader('v1');
       await cache.get('acme', acme.read());
-      jest.setSystemTime(Date.now() + MAX_KEPT_MS - 1);
+      jest.advanceTimersByTime(MAX_KEPT_MS - 1);
       await cache.get('acme', acme.read());
       expect(acme.reads).toBe(1);
-      jest.setSystemTime(Date.now() + 1);
+      jest.advanceTimersByTime(1);
       const changed = reader('v2');
       expect(await cache.get('acme', changed.read())).toBe('v2');
       expect(changed.reads).toBe(1);

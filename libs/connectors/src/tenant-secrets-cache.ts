@@ -21,7 +21,10 @@ export interface SecretsRead {
   /** Later than every request that arrived before the read began: it sees every change committed before them. */
   moment: SecretsMoment;
   generation: number;
-  /** Date.now() then: what it finds is kept MAX_KEPT_MS from then. */
+  /**
+   * performance.now() then (a monotonic clock: a wall clock set back or forth by NTP or an operator moves it not): what
+   * it finds is kept MAX_KEPT_MS from then.
+   */
   began: number;
 }
 
@@ -30,7 +33,7 @@ interface Entry<T> {
   size: number;
   /** The moment its read began: a request that arrived before it needs no round trip to use it. */
   moment: SecretsMoment;
-  /** Used until then (Date.now()), and read again after. */
+  /** Used until then (performance.now()), and read again after. */
   until: number;
 }
 
@@ -114,7 +117,7 @@ export class TenantSecretsCache<T = unknown> {
       // by a round trip sent after the request arrived (one under way since then serves; no other is sent for it).
       kept = (await this.hear(since)) && this.live ? this.entries.get(tenantId) : undefined;
     }
-    if (kept && kept.until <= Date.now()) this.drop(tenantId);
+    if (kept && kept.until <= performance.now()) this.drop(tenantId);
     else if (kept) {
       // The most recently used last: the first in the map is the one dropped when the bounds are reached.
       this.entries.delete(tenantId);
@@ -130,7 +133,7 @@ export class TenantSecretsCache<T = unknown> {
   /** A read of a tenant's values begins now (`get`'s, or a statement that finds them on its way: then `found`). */
   reading(): SecretsRead {
     this.clock += 1;
-    return { moment: this.clock, generation: this.generation, began: Date.now() };
+    return { moment: this.clock, generation: this.generation, began: performance.now() };
   }
 
   /**
