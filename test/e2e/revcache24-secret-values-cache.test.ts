@@ -2,6 +2,10 @@ import { LISTEN_APPLICATION_NAME } from '@verity/persistence';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { terminateSession } from '../support/listen-sessions';
+import { TEST_REDIS_URL } from '../support/services';
+import { eventsChannel } from '@verity/queues';
+import IORedis from 'ioredis';
+import { openStream } from './api-sse';
 
 /**
  * Hostile probes of the secret values each API process keeps for its answers (TenantSecretsCache): a secret set
@@ -164,4 +168,53 @@ describe("the tenant's secret values kept per API process, attacked (revcache24)
       expect((await http(b, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).text).toContain(value);
     }
   }, 60_000);
+  it("a stream's page written after its process listens again on a new LISTEN session shows a secret set while it listened on none as its placeholder", async () => {
+    const value = token('stream');
+    const created = await http<{ id: string }>(a, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([charge(unique('order'))], { intent: unique('stream') }),
+    });
+    expect(created.status).toBe(201);
+    const executionId = created.body.id;
+    const publisher = new IORedis(TEST_REDIS_URL);
+    const stream = await openStream(`${a}/v1/executions/${executionId}/stream`, DEMO.agent);
+    /** An event noting `value`, committed and announced: the frame A's stream sends for it. */
+    const append = async () => {
+      const eventId = await stack.db.dataSource.transaction(async (tx) => {
+        const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+          executionId,
+        ])) as { seq: number }[];
+        const id = `evt_rc24${row.seq + 1}${unique('x').replace(/[^a-z0-9]/gi, '')}`;
+        await tx.query(
+          `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
+           VALUES ($1, $2, 'demo', $3::int, 'operation.rechecked', jsonb_build_object('note', $4::text))`,
+          [id, executionId, row.seq + 1, `noted ${value}`],
+        );
+        await tx.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [executionId]);
+        return id;
+      });
+      await publisher.publish(eventsChannel(stack.prefix), executionId);
+      const frames = await stream.waitFor((sent) => sent.some((f) => f.id === eventId), 15_000);
+      return frames.find((f) => f.id === eventId)!.data;
+    };
+    try {
+      expect(stream.status).toBe(200);
+      // A keeps the tenant's values (none is this one) while it listens; its stream's pages use them.
+      await waitFor(listening, (pids) => pids.length === 2);
+      expect(await append()).toContain(value);
+      expect(await append()).toContain(value);
+      const lost = await listening();
+      for (const pid of lost) await terminateSession(stack.db.url, pid);
+      // Set while A listens on no session: its NOTIFY never reaches A.
+      await setSecret(b, 'stream_lost', value);
+      await waitFor(listening, (pids) => pids.length === 2 && pids.every((pid) => !lost.includes(pid)));
+      const after = await append();
+      expect(after).not.toContain(value);
+      expect(after).toContain('{{secret:stream_lost}}');
+    } finally {
+      stream.abort();
+      publisher.disconnect();
+      await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/stream_lost', { key: DEMO.admin });
+    }
+  });
 });
