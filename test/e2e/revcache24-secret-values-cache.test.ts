@@ -1,6 +1,6 @@
 import { LISTEN_APPLICATION_NAME } from '@verity/persistence';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
-import { charge, http, submission, unique } from '../support/http';
+import { charge, http, sms, submission, unique } from '../support/http';
 import { terminateSession } from '../support/listen-sessions';
 import { TEST_REDIS_URL } from '../support/services';
 import { eventsChannel } from '@verity/queues';
@@ -215,6 +215,33 @@ describe("the tenant's secret values kept per API process, attacked (revcache24)
       stream.abort();
       publisher.disconnect();
       await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/stream_lost', { key: DEMO.admin });
+    }
+  });
+  it('a problem answered by A names what is on file (an unsettled operation of its key) as a placeholder, the secret set through B just before', async () => {
+    for (let i = 0; i < 5; i += 1) {
+      const value = token(`problem${i}`);
+      const name = `problem_${i}`;
+      const ref = unique('ref');
+      // An operation whose key is the value (written before it was a secret), sent and not settled.
+      const created = await http<{ id: string }>(a, 'POST', '/v1/executions', {
+        key: DEMO.agent,
+        body: submission([sms(ref, { key: value })]),
+      });
+      expect(created.status).toBe(201);
+      await stack.db.dataSource.query(
+        `UPDATE operations SET status = 'SENT', attempt = 1, sent_at = now() WHERE execution_id = $1`,
+        [created.body.id],
+      );
+      // A keeps the values of before (none is this one).
+      expect((await http(a, 'GET', `/v1/executions/${created.body.id}`, { key: DEMO.agent })).text).toContain(value);
+      await setSecret(b, name, value);
+      // A new execution naming the same client_ref through A: 409, naming the unsettled operation (its key).
+      const refused = await http(a, 'POST', '/v1/executions', { key: DEMO.agent, body: submission([sms(ref)]) });
+      expect(refused.status).toBe(409);
+      expect(refused.text).toContain('reference-unsettled');
+      expect(refused.text).not.toContain(value);
+      expect(refused.text).toContain(`{{secret:${name}}}`);
+      await deleteSecret(name);
     }
   });
 });
