@@ -65,6 +65,30 @@ describe('Bull Board errors as problems', () => {
     },
   );
 
+  // A write is made of several commands (pause all: one queue after another; retry all, clean, promote all: job after
+  // job), and one sent before the connection closed may have been applied: with Redis out of reach as much as with a
+  // command that timed out, the board cannot tell whether the change was made.
+  it.each([
+    'Connection is closed.',
+    "Stream isn't writeable and enableOfflineQueue options is false",
+    'Command timed out',
+  ])(
+    'answers a write that failed with Redis out of reach (%s) as 503 saying the change may have been made',
+    async (message) => {
+      const { logger } = recordingLogger();
+      const served = await serve(logger, 500, { error: { key: 'ERRORS.INTERNAL_SERVER_ERROR' }, message });
+      try {
+        const res = await fetch(`${served.base}/api/queues/pause`, { method: 'PUT' });
+        expect(res.status).toBe(503);
+        const problem = (await res.json()) as { type: string; detail: string };
+        expect(problem.type).toBe('https://verity.dev/problems/queue-unavailable');
+        expect(problem.detail).toContain('could not tell whether the change was made');
+      } finally {
+        await served.close();
+      }
+    },
+  );
+
   it('answers the board’s 403 (a panel its configuration hides) as forbidden, not bad-request', async () => {
     const { logger, errors } = recordingLogger();
     const served = await serve(logger, 403, { error: { key: 'ERRORS.WORKERS_DISABLED' } });

@@ -466,10 +466,10 @@ export function boardErrorsAsProblems(logger: Logger) {
       const key = typeof body.error.key === 'string' ? body.error.key.replace(/^ERRORS\./, '') : 'ERROR';
       const failure = { code: body.code, message: body.message };
       // A Redis that does not answer in time (stalled, or slow under load) is away for the board as much as one that
-      // refuses: each poll of its page answered 500 internal and logged an error line while it lasted. A write that
-      // timed out may have been made all the same, and its answer says so.
-      const timedOut = isRedisCommandTimeout(failure);
-      if (res.statusCode >= 500 && (isRedisUnreachable(failure) || timedOut)) {
+      // refuses: each poll of its page answered 500 internal and logged an error line while it lasted. A write may
+      // have been made all the same, and its answer says so: one that timed out, and one refused part way (pause
+      // all, retry all, clean, promote all are one command per queue or job, those sent before the refusal applied).
+      if (res.statusCode >= 500 && (isRedisUnreachable(failure) || isRedisCommandTimeout(failure))) {
         const note = queueOutage.failed();
         if (note) {
           logger.error(
@@ -478,10 +478,9 @@ export function boardErrorsAsProblems(logger: Logger) {
           );
         }
         const write = req.method !== 'GET' && req.method !== 'HEAD';
-        const consequence =
-          write && timedOut
-            ? 'Bull Board could not tell whether the change was made; look at the queue before asking again'
-            : 'Bull Board cannot show its queues; try again';
+        const consequence = write
+          ? 'Bull Board could not tell whether the change was made; look at the queue before asking again'
+          : 'Bull Board cannot show its queues; try again';
         sendProblem(req, res, Problem.queueUnavailable(consequence));
         return res;
       }
