@@ -4,6 +4,7 @@ import { JobName, JobProducer, QueueName } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { TEST_REDIS_URL } from '../support/services';
 import { http } from '../support/http';
+import { TOO_DEEP } from '../../apps/api/src/bull-board';
 
 /**
  * Bull Board lists a queue's jobs by reading their ids from the queue's sets, then each job's hash. Jobs that are odd
@@ -32,6 +33,12 @@ describe('Bull Board: odd jobs, and lists under load', () => {
     ({ redis, producer } = await stack.queues());
     sweep = (await producer.everyQueue()).find(({ queue }) => queue.name === QueueName.SWEEP)!.queue;
   }, 60_000);
+  // What a case leaves in the queue, removed even when it fails (so the next case meets an empty queue).
+  let cleanup: (() => Promise<void>) | undefined;
+  afterEach(async () => {
+    await cleanup?.();
+    cleanup = undefined;
+  });
   afterAll(async () => {
     await stack?.stop();
   });
@@ -78,6 +85,36 @@ describe('Bull Board: odd jobs, and lists under load', () => {
       expect({ id, status: res.status, jobId: res.body.job?.id }).toEqual({ id, status: 200, jobId: id });
     }
     await sweep.obliterate({ force: true });
+  });
+
+  it('lists a job whose stored options are JSON but not an object (null), or whose data nests deeper than an answer can hold', async () => {
+    // Each parses, so BullMQ's read does not throw SyntaxError: `null` options throw TypeError as BullMQ decodes them,
+    // and data nested 100,000 deep parses but cannot be written back as the answer's JSON (RangeError).
+    const deep = '['.repeat(100_000) + ']'.repeat(100_000);
+    cleanup = () => sweep.obliterate({ force: true });
+    const spoiled: Record<string, [field: string, value: string]> = {
+      'null-opts': ['opts', 'null'],
+      'deep-data': ['data', deep],
+    };
+    await producer.enqueue(JobName.SWEEP, {}, { jobId: 'odd-fine', delay: 600_000 });
+    for (const [id, [field, value]] of Object.entries(spoiled)) {
+      await producer.enqueue(JobName.SWEEP, {}, { jobId: id, delay: 600_000 });
+      await redis.hset(sweep.toKey(id), field, value);
+    }
+    for (const query of ['status=latest', 'status=delayed&page=1&jobsPerPage=50']) {
+      const res = await list(query);
+      expect({ query, status: res.status }).toEqual({ query, status: 200 });
+      const jobs = sweepJobs(res.body);
+      expect(jobs.map((job) => job.id).sort()).toEqual(['deep-data', 'null-opts', 'odd-fine']);
+      expect(jobs.find((job) => job.id === 'deep-data')!.data).toBe(TOO_DEEP);
+      expect(jobs.find((job) => job.id === 'null-opts')!.data).toEqual({});
+    }
+    for (const id of Object.keys(spoiled)) {
+      const res = await http<{ job: BoardJob }>(stack.apiUrl, 'GET', `/admin/queues/api/queues/sweep/${id}`, {
+        key: DEMO.operator,
+      });
+      expect({ id, status: res.status, jobId: res.body.job?.id }).toEqual({ id, status: 200, jobId: id });
+    }
   });
 
   it('leaves out a job whose hash is gone (listed, then removed), shows one whose hash has no data, and a page past the last is empty', async () => {

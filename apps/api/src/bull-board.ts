@@ -1,5 +1,6 @@
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import type { FormatterField } from '@bull-board/api/typings/app';
 import { Job, type JobJson, type JobType, type Queue } from 'bullmq';
 import { ExpressAdapter } from '@bull-board/express';
 import type { INestApplication } from '@nestjs/common';
@@ -80,6 +81,23 @@ export class BoardQueueAdapter extends BullMQAdapter {
     super(source, options);
   }
 
+  /**
+   * A job's data, return value or progress as the board answers it. One that parses but nests deeper than the answer's
+   * JSON can be written (RangeError: a stored `[[[…]]]` 100,000 deep) made its queue's list 500 while it stayed: it is
+   * answered as a note instead. Costs one more serialisation of what is answered.
+   */
+  override format(field: FormatterField, data: unknown, defaultValue: unknown = data): unknown {
+    const value: unknown = super.format(field, data, defaultValue);
+    if (field === 'name') return value;
+    try {
+      JSON.stringify(value);
+      return value;
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      return TOO_DEEP;
+    }
+  }
+
   override getJob(id: string): Promise<Job | undefined> {
     return readJob(this.source, id);
   }
@@ -88,7 +106,7 @@ export class BoardQueueAdapter extends BullMQAdapter {
     try {
       return await super.getJobs(...args);
     } catch (error) {
-      if (!(error instanceof SyntaxError)) throw error;
+      if (!unreadable(error)) throw error;
       // One of them does not parse: each is read on its own, as BullMQ reads them (its ids, then each hash).
       const [statuses, start, end] = args;
       const ids = [...new Set(await this.source.getRanges(statuses as JobType[], start, end, false))];
@@ -103,11 +121,22 @@ async function readJob(queue: Queue, id: string): Promise<Job | undefined> {
   try {
     return await queue.getJob(id);
   } catch (error) {
-    if (!(error instanceof SyntaxError)) throw error;
+    if (!unreadable(error)) throw error;
     const raw = await (await queue.getBackend().client).hgetall(queue.toKey(id));
     if (Object.keys(raw).length === 0) return undefined;
     return Job.fromJSON(queue, unparsedJobJson(raw, id), id);
   }
+}
+
+/** What the board answers for a job's data, return value or progress that it cannot write as JSON. */
+export const TOO_DEEP = '(not shown: nested deeper than the board can answer)';
+
+/**
+ * Whether BullMQ's read of a job threw on what is stored: a field that is no JSON (SyntaxError), or JSON that is not
+ * what it stores there (TypeError: options `null`). A Redis error is neither, and is answered as one.
+ */
+function unreadable(error: unknown): boolean {
+  return error instanceof SyntaxError || error instanceof TypeError;
 }
 
 /** What `text` holds as JSON, or `absent` when it is no JSON (or not there). */
@@ -120,6 +149,10 @@ function jsonOr(text: string | undefined, absent: unknown): unknown {
   }
 }
 
+function isObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null;
+}
+
 /** A job's hash as BullMQ's own read makes it (its field names), each field that does not parse made one that does. */
 function unparsedJobJson(raw: Record<string, string>, id: string): JobJson {
   const number = (text: string | undefined) => (text === undefined ? undefined : parseInt(text, 10));
@@ -129,7 +162,8 @@ function unparsedJobJson(raw: Record<string, string>, id: string): JobJson {
     name: raw.name ?? '',
     // Data that is not JSON is shown as the text stored (a JSON string of it); progress likewise.
     data: raw.data === undefined ? '{}' : jsonOr(raw.data, unparsed) === unparsed ? JSON.stringify(raw.data) : raw.data,
-    opts: jsonOr(raw.opts, unparsed) === unparsed ? {} : Job.optsFromJSON(raw.opts),
+    // Options that are no JSON object (not JSON, or `null`) are left out.
+    opts: isObject(jsonOr(raw.opts, unparsed)) ? Job.optsFromJSON(raw.opts) : {},
     progress: jsonOr(raw.progress, raw.progress ?? 0) as JobJson['progress'],
     delay: number(raw.delay),
     priority: number(raw.priority),
