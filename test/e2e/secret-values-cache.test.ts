@@ -112,9 +112,11 @@ describe("the tenant's secret values, kept per API process", () => {
   }, 120_000);
 
   it("answers a tenant's reads without reading its secrets again: none is read while their table is locked", async () => {
-    // demo-other has no secrets; its first answer through B reads that (and keeps it).
-    const executionId = await create(DEMO.otherAgent, unique('no-secret'));
-    const path = `/v1/executions/${executionId}`;
+    // demo-other has no secrets; its first answer through B reads that (and keeps it). A list of its executions: the
+    // read of one execution (and its events, its stream) asks the table itself whether the tenant holds any secret
+    // (an index probe, which this lock blocks too) — that it reads no secret values is counted below, by the metric.
+    await create(DEMO.otherAgent, unique('no-secret'));
+    const path = `/v1/executions?limit=1`;
     expect((await http(b, 'GET', path, { key: DEMO.otherAgent })).status).toBe(200);
     const holder = stack.db.dataSource.createQueryRunner();
     await holder.connect();
@@ -249,6 +251,117 @@ describe("the tenant's secret values, kept per API process", () => {
       expect(read.text).toContain('{{secret:intake_token}}');
     } finally {
       await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/intake_token', { key: DEMO.admin });
+    }
+  });
+
+  /** The API process' own count of reads of a tenant's secret values (one statement each). */
+  const secretReads = async (url: string) => {
+    const text = await (
+      await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })
+    ).text();
+    const line = text.split('\n').find((l) => l.startsWith('verity_tenant_secrets_reads_total '));
+    return Number(line?.slice(line.lastIndexOf(' ') + 1) ?? 0);
+  };
+
+  /** An event noting `text` appended to the execution's log (no one told: a stream opened later reads it). */
+  const noted = async (executionId: string, text: string) =>
+    stack.db.dataSource.transaction(async (tx) => {
+      const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+        executionId,
+      ])) as { seq: number }[];
+      const id = `evt_note${row.seq + 1}${unique('x').replace(/[^a-z0-9]/gi, '')}`;
+      await tx.query(
+        `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
+         VALUES ($1, $2, (SELECT tenant_id FROM executions WHERE id = $2), $3::int, 'operation.rechecked',
+                 jsonb_build_object('note', $4::text))`,
+        [id, executionId, row.seq + 1, text],
+      );
+      await tx.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [executionId]);
+    });
+
+  /** The stream of the execution through `url`: its frames once one holds `text` (then closed by the test). */
+  const streamed = async (url: string, executionId: string, text: string) => {
+    const stream = await openStream(`${url}/v1/executions/${executionId}/stream`, DEMO.agent);
+    try {
+      expect(stream.status).toBe(200);
+      const frames = await stream.waitFor((sent) => sent.some((f) => f.data.includes(text)), 15_000);
+      return frames.map((f) => f.data).join('\n');
+    } finally {
+      stream.abort();
+    }
+  };
+
+  it("the reads of a tenant with no secrets (GETs of its execution, its events, its stream) need no round trip, nor a read of them: the execution's read found none", async () => {
+    // Created through A: B has kept nothing of the tenant's from its intake.
+    const created = await http<{ id: string }>(a, 'POST', '/v1/executions', {
+      key: DEMO.otherAgent,
+      body: submission([charge(unique('reads'))], { intent: 'nothing secret read' }),
+    });
+    expect(created.status).toBe(201);
+    const executionId = created.body.id;
+    // B reads it once (what that costs is not counted: B may have kept nothing of the tenant's yet).
+    expect((await http(b, 'GET', `/v1/executions/${executionId}`, { key: DEMO.otherAgent })).status).toBe(200);
+    const [trips, reads] = [await roundTrips(b), await secretReads(b)];
+    const stream = await openStream(`${b}/v1/executions/${executionId}/stream`, DEMO.otherAgent);
+    try {
+      expect(stream.status).toBe(200);
+      // Its first page written (redacted as every page is).
+      await stream.waitFor((sent) => sent.some((f) => f.event === 'execution.created'), 15_000);
+    } finally {
+      stream.abort();
+    }
+    expect((await roundTrips(b)) - trips).toBe(0);
+    for (let i = 0; i < 5; i += 1) {
+      expect((await http(b, 'GET', `/v1/executions/${executionId}`, { key: DEMO.otherAgent })).status).toBe(200);
+    }
+    expect((await http(b, 'GET', `/v1/executions/${executionId}/events`, { key: DEMO.otherAgent })).status).toBe(200);
+    expect((await roundTrips(b)) - trips).toBe(0);
+    expect((await secretReads(b)) - reads).toBe(0);
+  });
+
+  it('what a read of the execution found (no secrets) is not trusted past a change: the next GET, events page and stream of that process show the placeholder', async () => {
+    const value = `read-${unique('v').replace(/[^a-z0-9]/gi, '')}`;
+    const placeholder = '{{secret:read_token}}';
+    const executionId = await create(DEMO.agent, value);
+    await noted(executionId, `noted ${value}`);
+    const get = async (path: string) => {
+      const answer = await http(b, 'GET', `/v1/executions/${executionId}${path}`, { key: DEMO.agent });
+      expect(answer.status).toBe(200);
+      return answer.text;
+    };
+    const set = async () =>
+      expect(
+        (
+          await http(a, 'PUT', '/v1/admin/connector-settings/http', {
+            key: DEMO.admin,
+            body: { secrets: { read_token: value } },
+          })
+        ).status,
+      ).toBe(200);
+    const unset = async () =>
+      expect(
+        (await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/read_token', { key: DEMO.admin })).status,
+      ).toBe(204);
+    try {
+      // Each time B's read of the execution finds no secret first (B keeps that), then one is set through A.
+      expect(await get('')).toContain(value);
+      await set();
+      const read = await get('');
+      expect(read).not.toContain(value);
+      expect(read).toContain(placeholder);
+      await unset();
+      expect(await streamed(b, executionId, value)).toContain(`noted ${value}`);
+      await set();
+      const page = await streamed(b, executionId, placeholder);
+      expect(page).not.toContain(value);
+      await unset();
+      expect(await get('/events')).toContain(value);
+      await set();
+      const events = await get('/events');
+      expect(events).not.toContain(value);
+      expect(events).toContain(placeholder);
+    } finally {
+      await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/read_token', { key: DEMO.admin });
     }
   });
 });

@@ -4,6 +4,12 @@ SELECT clock_timestamp() AS now;
 -- executionById
 SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2;
 
+-- executionByIdWithSecretsHeld
+SELECT {columns:Execution t},
+       EXISTS (SELECT 1 FROM tenant_connector_secrets x WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[]))
+         AS holds_secrets
+     FROM executions t WHERE t.id = $1 AND t.tenant_id = $2;
+
 -- executionByIdForWorker
 SELECT {columns:Execution t} FROM executions t WHERE t.id = $1;
 

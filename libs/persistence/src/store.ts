@@ -602,6 +602,12 @@ const TENANT_APPROVAL_POLICY = approvalPolicyOf('t');
 export const READ_SQL = {
   databaseNow: `SELECT clock_timestamp() AS now`,
   executionById: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
+  // The same, and whether the tenant holds any secret for the connectors that take them ($3): what an answer of the
+  // execution is redacted with, told on the way (the primary key's tenant_id prefix finds the first, or none).
+  executionByIdWithSecretsHeld: `SELECT {columns:Execution t},
+       EXISTS (SELECT 1 FROM tenant_connector_secrets x WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[]))
+         AS holds_secrets
+     FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
   executionByIdForWorker: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1`,
   executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, clock_timestamp() AS database_now
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
@@ -787,6 +793,25 @@ async function first<T extends ObjectLiteral>(
 
 export function findExecution(db: EntityManager, id: string, tenantId: string): Promise<ExecutionEntity | null> {
   return first(db, ExecutionEntity, READ_SQL.executionById, [id, tenantId]);
+}
+
+/**
+ * The execution (as findExecution), and whether its tenant holds any secret for `secretConnectors` (every connector that
+ * takes them), as of the same snapshot. null: no such execution of the tenant (and nothing told of its secrets).
+ */
+export async function findExecutionWithSecretsHeld(
+  db: EntityManager,
+  id: string,
+  tenantId: string,
+  secretConnectors: readonly string[],
+): Promise<{ execution: ExecutionEntity; holdsSecrets: boolean } | null> {
+  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.executionByIdWithSecretsHeld), [
+    id,
+    tenantId,
+    secretConnectors,
+  ]);
+  if (!found) return null;
+  return { execution: hydrate(db, ExecutionEntity, found), holdsSecrets: found.holds_secrets === true };
 }
 
 export function findExecutionForWorker(db: EntityManager, id: string): Promise<ExecutionEntity | null> {

@@ -47,6 +47,7 @@ import { submissions } from '../metrics/metrics';
 import { FieldError, Problem } from '../problem/problem';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
+import { findExecutionForAnswer } from './execution-read';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
@@ -398,8 +399,10 @@ export class ExecutionsService {
    * still running beside operations that cancel had ended — a state no one ever committed.
    */
   async get(principal: Principal, id: string): Promise<ExecutionView> {
+    // Begun before the snapshot: the execution's read tells whether the tenant holds any secret (findExecutionForAnswer).
+    const secretsRead = this.tenantConnectors.secretsReadBegins();
     return readSnapshot(this.db, async (db) => {
-      const execution = await findExecution(db, id, principal.tenantId);
+      const execution = await findExecutionForAnswer(db, this.tenantConnectors, id, principal.tenantId, secretsRead);
       if (!execution) throw Problem.notFound('Execution', id);
       const operations = await findOperations(db, id, principal.tenantId);
       const { changes, judged, databaseNow, refuted, chains } = await this.holds.presentationInputs(
@@ -444,7 +447,7 @@ export class ExecutionsService {
   }
 
   async events(principal: Principal, id: string, after: string | undefined, limit: number) {
-    const execution = await findExecution(this.db.manager, id, principal.tenantId);
+    const execution = await findExecutionForAnswer(this.db.manager, this.tenantConnectors, id, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', id);
     const afterSeq = await resolveEventCursor(this.db.manager, principal.tenantId, id, after);
     const events = await listEvents(this.db.manager, id, principal.tenantId, afterSeq, limit);

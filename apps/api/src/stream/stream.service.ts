@@ -4,7 +4,6 @@ import {
   OperationEntity,
   SecretUnreadableError,
   contradictedOnRecord,
-  findExecution,
   findExecutionWithOperations,
   findLastStatusChanges,
   listEvents,
@@ -19,6 +18,7 @@ import { ApiKeyService } from '../auth/api-key.service';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
+import { findExecutionForAnswer } from '../executions/execution-read';
 import { type Redact, TenantConnectors } from '@verity/connectors';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
@@ -92,7 +92,8 @@ export class StreamService {
     // When the stream was asked for: every change of the tenant's secrets committed before it is honoured from its first
     // page (confirmed once, below, before the 200).
     const since = this.connectors.secretsMoment();
-    const execution = await findExecution(this.db.manager, executionId, principal.tenantId);
+    // Whether the tenant holds any secret is told by this read (after `since`): with none, the pages need no round trip.
+    const execution = await findExecutionForAnswer(this.db.manager, this.connectors, executionId, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', executionId);
     // An unknown event, or a seq past the last one (none this client was sent), is refused naming where it came from,
     // as a page of the log refuses it; an `after` sent beside the header too, though the header is where it resumes.
