@@ -220,6 +220,18 @@ describe('verity-mcp (stdio) on SIGTERM', () => {
     expect(stdio.lines.some((l) => l.id === 2)).toBe(false);
   });
 
+  // An MCP host ends a stdio server by closing its input, then, if it has not exited, SIGTERM: the signal after the end
+  // of input is the host asking again (ignored, the process ran on for the grace, 10 s, whatever the host asked).
+  it('a signal after the end of input stops it at once: exit 1, saying the requests in flight went unanswered', async () => {
+    const { stdio } = await submissionInFlight();
+    stdio.child.stdin!.end();
+    await waitUntil(() => stdio.stderr().includes('end of input: answering 1 request(s) in flight first'));
+    stdio.child.kill('SIGTERM');
+    expect(await stdio.exited).toEqual({ code: 1, signal: null });
+    expect(stdio.stderr()).toContain('SIGTERM: stopped at once; 1 request(s) in flight went unanswered');
+    expect(stdio.stderr()).not.toContain('ran out');
+  });
+
   it('with nothing in flight, exits 0 at once', async () => {
     const api = await holdingApi();
     const stdio = startStdio(api.url);

@@ -127,18 +127,17 @@ async function main(): Promise<void> {
     outputClosed = true;
     stop(`output closed (${error.code ?? error.message})`);
   });
-  // A second signal (the host will not wait for the grace) stops it at once with exit 1, as the API's CLIs do, saying
-  // what went unanswered: ignored, the process ran on for the grace whatever the host asked.
-  let signalled = false;
+  // A signal once stopping (a second signal, or one after the end of input: how an MCP host that will not wait for the
+  // grace asks again) stops it at once with exit 1, as the API's CLIs do, saying what went unanswered: ignored, the
+  // process ran on for the grace whatever the host asked.
   const onSignal = (signal: NodeJS.Signals) => {
-    if (signalled) {
+    if (stopping) {
       process.stderr.write(
         `verity-mcp: ${signal}: stopped at once; ${answers.count()} request(s) in flight went unanswered ` +
           '(a submission among them may have been made: read the executions before submitting again)\n',
       );
       process.exit(1);
     }
-    signalled = true;
     stop(signal);
   };
   process.on('SIGTERM', () => onSignal('SIGTERM'));
