@@ -24,72 +24,90 @@ export function collectProcessMetrics(): void {
   }
 }
 
+/**
+ * The metrics are made here, each in the process registry (a metric made outside it would never be served). Label
+ * names are typed: `counter(name, help, ['job'])` takes `inc({ job })`, and one with no labels takes `inc()`.
+ */
+export function counter<L extends string = never>(
+  name: string,
+  help: string,
+  labelNames: readonly L[] = [],
+): Counter<L> {
+  return new Counter<L>({ name, help, labelNames, registers: [metricsRegistry] });
+}
+
+export function gauge<L extends string = never>(name: string, help: string, labelNames: readonly L[] = []): Gauge<L> {
+  return new Gauge<L>({ name, help, labelNames, registers: [metricsRegistry] });
+}
+
+export function histogram<L extends string = never>(
+  name: string,
+  help: string,
+  labelNames: readonly L[],
+  buckets: number[],
+): Histogram<L> {
+  return new Histogram<L>({ name, help, labelNames, buckets, registers: [metricsRegistry] });
+}
+
 /** From seconds to an hour: an intake is verified within a second or two, a held operation after hours. */
 const INTAKE_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600];
 
 /** Status changes this process committed (counted on commit, never read back from the events table). */
-export const transitionsCounter = new Counter({
-  name: 'verity_transitions_total',
-  help: 'Status changes committed by this process, by event type and target status',
-  labelNames: ['type', 'to_status'] as const,
-  registers: [metricsRegistry],
-});
+export const transitionsCounter = counter(
+  'verity_transitions_total',
+  'Status changes committed by this process, by event type and target status',
+  ['type', 'to_status'],
+);
 
-export const intakeToVerified = new Histogram({
-  name: 'verity_operation_intake_to_verified_seconds',
-  help: 'Time from an operation’s intake to its VERIFIED status (observed by the process that committed VERIFIED)',
-  buckets: INTAKE_BUCKETS,
-  registers: [metricsRegistry],
-});
+export const intakeToVerified = histogram(
+  'verity_operation_intake_to_verified_seconds',
+  'Time from an operation’s intake to its VERIFIED status (observed by the process that committed VERIFIED)',
+  [],
+  INTAKE_BUCKETS,
+);
 
-export const intakeToSettled = new Histogram({
-  name: 'verity_operation_intake_to_settled_seconds',
-  help: 'Time from an operation’s intake to the status it first settled in (a final status or MANUAL_REVIEW)',
-  labelNames: ['status'] as const,
-  buckets: INTAKE_BUCKETS,
-  registers: [metricsRegistry],
-});
+export const intakeToSettled = histogram(
+  'verity_operation_intake_to_settled_seconds',
+  'Time from an operation’s intake to the status it first settled in (a final status or MANUAL_REVIEW)',
+  ['status'],
+  INTAKE_BUCKETS,
+);
 
 /**
  * Every call to a connector (send, read-back, context read, observation), timed where it leaves Verity. `outcome` is
  * what the call answered (a send's status, a read's kind), or `error` when it threw.
  */
-export const connectorCalls = new Histogram({
-  name: 'verity_connector_call_duration_seconds',
-  help: 'Connector call latency by connector, action, call (send, read_back, read_context, observe) and outcome',
-  labelNames: ['connector', 'action', 'call', 'outcome'] as const,
-  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-  registers: [metricsRegistry],
-});
+export const connectorCalls = histogram(
+  'verity_connector_call_duration_seconds',
+  'Connector call latency by connector, action, call (send, read_back, read_context, observe) and outcome',
+  ['connector', 'action', 'call', 'outcome'],
+  [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+);
 
 /** Jobs per queue and state, read from BullMQ when scraped (each worker reports the queues it consumes). */
-export const queueJobs = new Gauge({
-  name: 'verity_queue_jobs',
-  help: 'Jobs in each queue by state (waiting, active, delayed, prioritized, failed), read at scrape time',
-  labelNames: ['queue', 'state'] as const,
-  registers: [metricsRegistry],
-});
+export const queueJobs = gauge(
+  'verity_queue_jobs',
+  'Jobs in each queue by state (waiting, active, delayed, prioritized, failed), read at scrape time',
+  ['queue', 'state'],
+);
 
-export const enqueueFailures = new Counter({
-  name: 'verity_enqueue_failures_total',
-  help: 'Jobs this process could not enqueue after a commit (Redis away); the sweeper re-enqueues them',
-  labelNames: ['job'] as const,
-  registers: [metricsRegistry],
-});
+export const enqueueFailures = counter(
+  'verity_enqueue_failures_total',
+  'Jobs this process could not enqueue after a commit (Redis away); the sweeper re-enqueues them',
+  ['job'],
+);
 
 /**
  * Round trips on the API's LISTEN connection that confirm every change of a tenant's secrets committed before a request
  * was heard, before an answer is redacted with the values this process kept (TenantSecretsCache).
  */
-export const secretsFreshnessRoundTrips = new Counter({
-  name: 'verity_secrets_freshness_round_trips_total',
-  help: "Round trips on the LISTEN connection confirming a tenant's kept secret values are current before they are used",
-  registers: [metricsRegistry],
-});
+export const secretsFreshnessRoundTrips = counter(
+  'verity_secrets_freshness_round_trips_total',
+  "Round trips on the LISTEN connection confirming a tenant's kept secret values are current before they are used",
+);
 
 /** Reads of a tenant's secret values for what its answers are looked through for (one statement each). */
-export const tenantSecretsReads = new Counter({
-  name: 'verity_tenant_secrets_reads_total',
-  help: "Reads of a tenant's secret values for redacting its answers or looking through its text (one statement each)",
-  registers: [metricsRegistry],
-});
+export const tenantSecretsReads = counter(
+  'verity_tenant_secrets_reads_total',
+  "Reads of a tenant's secret values for redacting its answers or looking through its text (one statement each)",
+);
