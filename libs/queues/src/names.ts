@@ -92,29 +92,24 @@ export const QUEUE_OF_JOB: Readonly<Record<JobName, QueueName>> = {
 
 const KEEP = { removeOnComplete: { age: 3600, count: 10_000 }, removeOnFail: { age: 24 * 3600, count: 10_000 } };
 
-/** Per-queue defaults shared by producers and workers. */
-export const JOB_DEFAULTS: Readonly<Record<QueueName, DefaultJobOptions>> = {
-  [QueueName.EXECUTIONS]: {
+/** A queue whose jobs BullMQ runs again when they throw: five attempts, `delay` ms apart at first, then doubling. */
+function retried(delay: number): DefaultJobOptions {
+  return {
     attempts: 5,
-    backoff: { type: 'exponential', delay: 200 },
+    backoff: { type: 'exponential', delay },
     removeOnComplete: true,
     removeOnFail: KEEP.removeOnFail,
-  },
+  };
+}
+
+/** Per-queue defaults shared by producers and workers. */
+export const JOB_DEFAULTS: Readonly<Record<QueueName, DefaultJobOptions>> = {
+  [QueueName.EXECUTIONS]: retried(200),
   // A send is never re-run by BullMQ: attempts 1, and the worker's maxStalledCount 0. The sweeper turns an orphaned
   // SENT operation into UNKNOWN. Completed jobs are kept an hour so the jobId keeps deduplicating late enqueues.
   [QueueName.DISPATCH]: { attempts: 1, ...KEEP },
-  [QueueName.VERIFY]: {
-    attempts: 5,
-    backoff: { type: 'exponential', delay: 500 },
-    removeOnComplete: true,
-    removeOnFail: KEEP.removeOnFail,
-  },
-  [QueueName.RECONCILE]: {
-    attempts: 5,
-    backoff: { type: 'exponential', delay: 500 },
-    removeOnComplete: true,
-    removeOnFail: KEEP.removeOnFail,
-  },
+  [QueueName.VERIFY]: retried(500),
+  [QueueName.RECONCILE]: retried(500),
   [QueueName.SWEEP]: { attempts: 1, removeOnComplete: true, removeOnFail: { count: 100 } },
   // Attempts and backoff are configured (WEBHOOK_MAX_ATTEMPTS, WEBHOOK_BACKOFF_MS): see webhookDeliveryJob.
   [QueueName.WEBHOOKS]: { attempts: 1, removeOnComplete: true, removeOnFail: KEEP.removeOnFail },
