@@ -56,14 +56,7 @@ SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $
 SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0));
 
 -- snapshot
-SELECT ((SELECT jsonb_build_object(
-       'allow_hosts', coalesce(s.allow_hosts, '[]'::jsonb),
-       'spending_caps', coalesce(s.spending_caps, '[]'::jsonb),
-       'read_back_binding', coalesce(s.read_back_binding, 'declared'),
-       'secrets', coalesce((SELECT jsonb_agg(x.name ORDER BY x.name) FROM tenant_connector_secrets x
-                            WHERE x.tenant_id = $1 AND x.connector = $2), '[]'::jsonb))
-     FROM (VALUES (1)) AS one
-     LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2) || jsonb_build_object(
+SELECT (snap.s || jsonb_build_object(
        'secrets_written_at', coalesce((SELECT jsonb_object_agg(x.name, to_char(x.updated_at AT TIME ZONE 'UTC',
                                                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
                                        FROM tenant_connector_secrets x

@@ -26,13 +26,14 @@ const SETTINGS_SNAPSHOT = `(SELECT jsonb_build_object(
      LEFT JOIN tenant_connector_settings s ON s.tenant_id = $1 AND s.connector = $2)`;
 
 /**
- * The settings as the history of admin changes records them: SETTINGS_SNAPSHOT and, by name, when each secret was last
- * written (`secrets_written_at`). A rotation — a new value under a name that stays — leaves the names as they were, so
- * without it the entry of a rotation read exactly as a write that changed nothing: who replaced which credential, and
- * when, was nowhere. Never anything of the value (no digest a guess could be tested against: a write of the same value
- * moves the time too). Not part of the version's snapshot text (SECRET_WRITES already moves it): ETags stay as they were.
+ * The settings as the history of admin changes records them: SETTINGS_SNAPSHOT (`settings`: the expression, or a
+ * column that holds it already) and, by name, when each secret was last written (`secrets_written_at`). A rotation — a
+ * new value under a name that stays — leaves the names as they were, so without it the entry of a rotation read
+ * exactly as a write that changed nothing: who replaced which credential, and when, was nowhere. Never anything of the
+ * value (no digest a guess could be tested against: a write of the same value moves the time too). Not part of the
+ * version's snapshot text (SECRET_WRITES already moves it): ETags stay as they were.
  */
-const HISTORY_SNAPSHOT = `(${SETTINGS_SNAPSHOT} || jsonb_build_object(
+const historySnapshotOf = (settings: string) => `(${settings} || jsonb_build_object(
        'secrets_written_at', coalesce((SELECT jsonb_object_agg(x.name, to_char(x.updated_at AT TIME ZONE 'UTC',
                                                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
                                        FROM tenant_connector_secrets x
@@ -106,13 +107,14 @@ export const CONNECTOR_SETTINGS_SQL = {
   // As text: passed back as it is, not through a JavaScript number. With its version (the ETag of the settings): a
   // digest of that text and of when each secret was written, so any change of what GET shows changes it, and so does a
   // secret's rotation (its value is never shown); a write of the same settings does not.
-  // `settings` as the history records them (HISTORY_SNAPSHOT), `version` of the settings as shown.
-  snapshot: `SELECT ${HISTORY_SNAPSHOT}::text AS settings, ${settingsVersionOf('snap.s::text')} AS version
+  // `settings` as the history records them (historySnapshotOf), `version` of the settings as shown: both of the
+  // settings read once.
+  snapshot: `SELECT ${historySnapshotOf('snap.s')}::text AS settings, ${settingsVersionOf('snap.s::text')} AS version
      FROM (SELECT ${SETTINGS_SNAPSHOT} AS s) snap`,
   version: `SELECT ${settingsVersionOf(`${SETTINGS_SNAPSHOT}::text`)} AS version`,
   // $3 the row's id, $4 who, $5 the settings before (the snapshot's text); after: read by this statement.
   recordChange: `INSERT INTO admin_changes (${ADMIN_CHANGE_INSERT_COLUMNS})
-     SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, ${HISTORY_SNAPSHOT}`,
+     SELECT $3, $1, 'connector_settings', $2, $4, $5::jsonb, ${historySnapshotOf(SETTINGS_SNAPSHOT)}`,
 } as const;
 
 /**
