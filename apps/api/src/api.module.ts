@@ -1,10 +1,9 @@
 import { Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR, DiscoveryModule } from '@nestjs/core';
 import { ConnectorsModule } from '@verity/connectors';
-import { PersistenceModule } from '@verity/persistence';
 import { DataSource } from 'typeorm';
-import { Logger, PlatformModule, VerityConfig } from '@verity/platform';
-import { QueuesModule } from '@verity/queues';
+import { Logger, VerityConfig } from '@verity/platform';
+import { appModules } from '@verity/queues';
 import { ChangesController } from './admin/changes.controller';
 import { ChangesService } from './admin/changes.service';
 import { ConnectorSettingsController } from './admin/connector-settings.controller';
@@ -38,21 +37,11 @@ import { RedactSecretValues } from './http/redact-answers';
 
 @Module({})
 export class ApiModule {
-  /**
-   * `dataSource`: the one its main opened (openAppDataSource); `logger`: its main's (startProcess). None in a test that
-   * builds the module alone.
-   */
+  /** `dataSource`, `logger`: see appModules. */
   static forRoot(config: VerityConfig, dataSource?: DataSource, logger?: Logger) {
     return {
       module: ApiModule,
-      imports: [
-        PlatformModule.forRoot('api', config, logger),
-        PersistenceModule.forRoot(dataSource),
-        QueuesModule,
-        ConnectorsModule,
-        McpModule,
-        DiscoveryModule,
-      ],
+      imports: [...appModules('api', config, dataSource, logger), ConnectorsModule, McpModule, DiscoveryModule],
       controllers: [
         ExecutionsController,
         OperationsController,

@@ -1,9 +1,8 @@
 import { Inject, Module, OnApplicationShutdown } from '@nestjs/common';
 import { ConnectorsModule } from '@verity/connectors';
-import { PersistenceModule } from '@verity/persistence';
 import { DataSource } from 'typeorm';
-import { LOGGER, Logger, PlatformModule, VerityConfig } from '@verity/platform';
-import { QueueName, QueuesModule } from '@verity/queues';
+import { LOGGER, Logger, VerityConfig } from '@verity/platform';
+import { QueueName, appModules } from '@verity/queues';
 import { DispatchProcessor } from './dispatch.processor';
 import { ExecutionsProcessor } from './executions.processor';
 import { LifecycleService } from './lifecycle.service';
@@ -20,19 +19,11 @@ export class DispatcherModule implements OnApplicationShutdown {
     @Inject(LOGGER) private readonly logger: Logger,
   ) {}
 
-  /**
-   * `dataSource`: the one its main opened (openAppDataSource); `logger`: its main's (startProcess). None in a test that
-   * builds the module alone.
-   */
+  /** `dataSource`, `logger`: see appModules. */
   static forRoot(config: VerityConfig, dataSource?: DataSource, logger?: Logger) {
     return {
       module: DispatcherModule,
-      imports: [
-        PlatformModule.forRoot('dispatcher', config, logger),
-        PersistenceModule.forRoot(dataSource),
-        QueuesModule,
-        ConnectorsModule,
-      ],
+      imports: [...appModules('dispatcher', config, dataSource, logger), ConnectorsModule],
       providers: [LifecycleService, OutcomeService, SenderService, ExecutionsProcessor, DispatchProcessor],
     };
   }

@@ -1,9 +1,8 @@
 import { BeforeApplicationShutdown, Inject, Module, OnApplicationBootstrap } from '@nestjs/common';
 import { ConnectorsModule } from '@verity/connectors';
-import { PersistenceModule } from '@verity/persistence';
 import { DataSource } from 'typeorm';
-import { LOGGER, Logger, PlatformModule, RedisClient, VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { JobProducer, PRODUCER_REDIS, QueueName, QueuesModule, SweepSchedule } from '@verity/queues';
+import { LOGGER, Logger, RedisClient, VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { JobProducer, PRODUCER_REDIS, QueueName, SweepSchedule, appModules } from '@verity/queues';
 import { ReconcileProcessor, SweepProcessor, VerifyProcessor, WebhooksProcessor } from './reconciler.processors';
 import { SchemaGate } from './schema-gate';
 import { SweeperService } from './sweeper.service';
@@ -36,19 +35,11 @@ export class ReconcilerModule implements OnApplicationBootstrap, BeforeApplicati
     );
   }
 
-  /**
-   * `dataSource`: the one its main opened (openAppDataSource); `logger`: its main's (startProcess). None in a test that
-   * builds the module alone.
-   */
+  /** `dataSource`, `logger`: see appModules. */
   static forRoot(config: VerityConfig, dataSource?: DataSource, logger?: Logger) {
     return {
       module: ReconcilerModule,
-      imports: [
-        PlatformModule.forRoot('reconciler', config, logger),
-        PersistenceModule.forRoot(dataSource),
-        QueuesModule,
-        ConnectorsModule,
-      ],
+      imports: [...appModules('reconciler', config, dataSource, logger), ConnectorsModule],
       providers: [
         SchemaGate,
         VerificationService,

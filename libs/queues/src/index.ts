@@ -11,3 +11,4 @@ export * from './queue-worker';
 export * from './worker-ops';
 export * from './worker-app';
 export * from './retries';
+export * from './app-modules';
