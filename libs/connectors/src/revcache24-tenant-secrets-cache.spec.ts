@@ -1,3 +1,4 @@
+import { seededRandom } from '../../../test/support/seeded-random';
 import { MAX_KEPT_MS, type SecretsMoment, TenantSecretsCache } from './tenant-secrets-cache';
 
 /**
@@ -12,18 +13,6 @@ import { MAX_KEPT_MS, type SecretsMoment, TenantSecretsCache } from './tenant-se
  * after a change was answered sees it), and a page of a stream whose answer began after a change's NOTIFY was handled
  * holds that change.
  */
-
-/** A small seeded generator (mulberry32): the same seed, the same interleaving. */
-function random(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const flush = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -44,7 +33,7 @@ interface Answer {
 
 /** One interleaving of `steps` random steps; the answers that missed a change they had to hold. */
 async function interleave(seed: number, steps: number): Promise<Answer[]> {
-  const rnd = random(seed);
+  const rnd = seededRandom(seed);
   const pick = <T>(items: T[]): T => items[Math.floor(rnd() * items.length)];
   const cache = new TenantSecretsCache<number>();
   let version = 0;
