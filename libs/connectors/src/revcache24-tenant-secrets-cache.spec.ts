@@ -1,3 +1,4 @@
+import { roundTrips } from '../../../test/support/round-trips';
 import { seededRandom } from '../../../test/support/seeded-random';
 import { MAX_KEPT_MS, type SecretsMoment, TenantSecretsCache } from './tenant-secrets-cache';
 
@@ -169,33 +170,6 @@ describe('TenantSecretsCache under hostile interleavings (revcache24)', () => {
     for (let seed = 1; seed <= 400; seed += 1) missed.push(...(await interleave(seed, 150)));
     expect(missed).toEqual([]);
   }, 60_000);
-
-  /** A `heard` whose round trips the test answers, fails, or leaves under way. */
-  function roundTrips() {
-    const pending: { answer: () => void; fail: () => void }[] = [];
-    let sent = 0;
-    return {
-      get sent() {
-        return sent;
-      },
-      get underWay() {
-        return pending.length;
-      },
-      heard: () =>
-        new Promise<void>((resolve, reject) => {
-          sent += 1;
-          pending.push({ answer: resolve, fail: () => reject(new Error('Connection terminated unexpectedly')) });
-        }),
-      answer: async () => {
-        pending.shift()!.answer();
-        await flush();
-      },
-      fail: async () => {
-        pending.shift()!.fail();
-        await flush();
-      },
-    };
-  }
 
   it('many answers waiting on one round trip that fails all read the values again (none answers from what was kept), and wait on two round trips at most', async () => {
     const cache = new TenantSecretsCache<string>();

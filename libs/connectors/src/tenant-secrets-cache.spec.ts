@@ -1,3 +1,4 @@
+import { roundTrips } from '../../../test/support/round-trips';
 import { MAX_CACHED_CHARACTERS, MAX_CACHED_TENANTS, MAX_KEPT_MS, TenantSecretsCache } from './tenant-secrets-cache';
 
 /** A read of a tenant's secrets, counted, that ends when the test says so (`finish`) or at once. */
@@ -139,31 +140,6 @@ describe('TenantSecretsCache', () => {
     expect(await cache.get('acme', changed.read())).toBe('v2');
     expect(changed.reads).toBe(3);
   });
-
-  /** A `heard` whose round trips the test answers one by one (in the order sent), counting them. */
-  function roundTrips() {
-    const pending: { answer: () => void; fail: () => void }[] = [];
-    let sent = 0;
-    return {
-      get sent() {
-        return sent;
-      },
-      heard: () =>
-        new Promise<void>((resolve, reject) => {
-          sent += 1;
-          pending.push({ answer: resolve, fail: () => reject(new Error('lost')) });
-        }),
-      /** Answers the oldest round trip under way. */
-      answer: async () => {
-        pending.shift()!.answer();
-        await new Promise((resolve) => setImmediate(resolve));
-      },
-      fail: async () => {
-        pending.shift()!.fail();
-        await new Promise((resolve) => setImmediate(resolve));
-      },
-    };
-  }
 
   it('confirms once per request: a later answer to the same request uses what is kept, with no other round trip', async () => {
     const cache = new TenantSecretsCache<string>();
