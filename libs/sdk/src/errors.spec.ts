@@ -141,6 +141,20 @@ describe('errors through a real HTTP server', () => {
 
   const client = () => new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 });
 
+  /**
+   * Answers the next request with a 503 problem `code` (Retry-After 0), and each one after it as `then` does; counts
+   * the requests from now on.
+   */
+  function unavailableOnce(code: string, members: Record<string, unknown>, then: Handler) {
+    const requests = { count: 0 };
+    answer = (req, res, body) => {
+      requests.count += 1;
+      if (requests.count === 1) problem(res, 503, code, members, { 'retry-after': '0' });
+      else then(req, res, body);
+    };
+    return requests;
+  }
+
   it('rejects with a typed 404 and sends the key only in the Authorization header', async () => {
     answer = (req, res) =>
       problem(res, 404, 'not-found', {
@@ -176,45 +190,30 @@ describe('errors through a real HTTP server', () => {
   });
 
   it('retries a GET on 503 with Retry-After, but never a POST with an effect', async () => {
-    let calls = 0;
-    answer = (_req, res) => {
-      calls += 1;
-      if (calls === 1) {
-        problem(res, 503, 'database-unavailable', { title: 'x' }, { 'retry-after': '0' });
-      } else {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ data: [], next_cursor: null }));
-      }
+    const emptyPage: Handler = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ data: [], next_cursor: null }));
     };
+    unavailableOnce('database-unavailable', { title: 'x' }, emptyPage);
     await expect(client().executions.list({ limit: 5 })).resolves.toEqual({ data: [], next_cursor: null });
     expect(seen.map((s) => s.url)).toEqual(['/v1/executions?limit=5', '/v1/executions?limit=5']);
 
     seen.length = 0;
-    calls = 0;
+    unavailableOnce('database-unavailable', { title: 'x' }, emptyPage);
     await expect(client().executions.cancel('exe_1', { reason: 'stop' })).rejects.toBeInstanceOf(VerityServerError);
     expect(seen).toHaveLength(1);
   });
 
   it('gives the problem of a retried 503 when the later attempts get no answer, instead of "no response" alone', async () => {
-    let calls = 0;
-    answer = (req, res) => {
-      calls += 1;
-      if (calls === 1) {
-        problem(
-          res,
-          503,
-          'secrets-unreadable',
-          { title: 'Secrets unreadable', detail: "the tenant's secrets do not open with this process' key" },
-          { 'retry-after': '0' },
-        );
-      } else {
-        req.socket.destroy();
-      }
-    };
+    const requests = unavailableOnce(
+      'secrets-unreadable',
+      { title: 'Secrets unreadable', detail: "the tenant's secrets do not open with this process' key" },
+      (req) => req.socket.destroy(),
+    );
     const error = await client()
       .executions.list({ limit: 5 })
       .catch((e: unknown) => e);
-    expect(calls).toBe(3);
+    expect(requests.count).toBe(3);
     // The last attempt got no answer: still a network error, which now carries the answer an earlier one got.
     expect(error).toBeInstanceOf(VerityNetworkError);
     const { lastAnswer, message, attempts } = error as VerityNetworkError;
