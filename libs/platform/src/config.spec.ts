@@ -413,96 +413,84 @@ describe('numbers checked against each other: a start that could not do what the
   });
 
   /**
-   * What is under way at SIGTERM for at most `timeout` is waited for with 5 s to spare: loaded when `allowed` (the
-   * timeout and the margin within SHUTDOWN_GRACE_MS), else refused with `refusal`. The timeout is set to `value` and
-   * SHUTDOWN_GRACE_MS to `grace` where given; with a grace, so are the `lowered` timeouts (the other bounds checked
-   * against it, set low enough to pass).
+   * What is under way at SIGTERM for at most `timeout` is waited for with 5 s to spare, one test a case [value, grace,
+   * allowed]: loaded when `allowed` (the timeout and the margin within SHUTDOWN_GRACE_MS), else refused with `refusal`.
+   * The timeout is set to `value` and SHUTDOWN_GRACE_MS to `grace` where given; with a grace, so are the `lowered`
+   * timeouts (the other bounds checked against it, set low enough to pass).
    */
-  function expectWaitedForWithinGrace(
+  function itWaitsForWithinGrace(
     timeout: 'WEBHOOK_TIMEOUT_MS' | 'DATABASE_QUERY_TIMEOUT_MS' | 'CONNECTOR_TIMEOUT_MS',
-    value: string | undefined,
-    grace: string | undefined,
-    allowed: boolean,
+    cases: [value: string | undefined, grace: string | undefined, allowed: boolean][],
     refusal: RegExp,
     lowered: NodeJS.ProcessEnv = {},
   ): void {
-    const env = {
-      ...(value !== undefined && { [timeout]: value }),
-      ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, ...lowered }),
-    };
-    if (allowed) {
-      const config = loadConfig(env);
-      expect(config[timeout] + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
-    } else {
-      expect(() => loadConfig(env)).toThrow(refusal);
-    }
+    it.each(cases)(`${timeout} %s with SHUTDOWN_GRACE_MS %s: allowed %s`, (value, grace, allowed) => {
+      const env = {
+        ...(value !== undefined && { [timeout]: value }),
+        ...(grace !== undefined && { SHUTDOWN_GRACE_MS: grace, ...lowered }),
+      };
+      if (allowed) {
+        const config = loadConfig(env);
+        expect(config[timeout] + SHUTDOWN_MARGIN_MS).toBeLessThanOrEqual(config.SHUTDOWN_GRACE_MS);
+      } else {
+        expect(() => loadConfig(env)).toThrow(refusal);
+      }
+    });
   }
 
-  it.each([
-    // [WEBHOOK_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a call under way at SIGTERM is waited for, with 5 s to spare
-    [undefined, undefined, true],
-    ['20000', undefined, true],
-    ['20001', undefined, false],
-    ['60000', undefined, false],
-    [undefined, '15000', true],
-    [undefined, '14999', false],
-    ['60000', '65000', true],
-    [String(HOUR), String(HOUR), false],
-  ])('WEBHOOK_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
-    expectWaitedForWithinGrace(
-      'WEBHOOK_TIMEOUT_MS',
-      timeout,
-      grace,
-      allowed,
-      /WEBHOOK_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
-    ),
+  itWaitsForWithinGrace(
+    'WEBHOOK_TIMEOUT_MS',
+    [
+      // [WEBHOOK_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a call under way at SIGTERM is waited for, with 5 s to spare
+      [undefined, undefined, true],
+      ['20000', undefined, true],
+      ['20001', undefined, false],
+      ['60000', undefined, false],
+      [undefined, '15000', true],
+      [undefined, '14999', false],
+      ['60000', '65000', true],
+      [String(HOUR), String(HOUR), false],
+    ],
+    /WEBHOOK_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
   );
 
   // Until 2026-12-06 unchecked: with DATABASE_QUERY_TIMEOUT_MS=10000 and SHUTDOWN_GRACE_MS=10000 an API SIGTERMed while
   // Postgres was stalled waited its statement's 10 s, and exited 1 ("shutdown timed out").
-  it.each([
-    // [DATABASE_QUERY_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a statement under way at SIGTERM is waited for
-    [undefined, undefined, true],
-    ['20000', undefined, true],
-    ['20001', undefined, false],
-    [undefined, '10000', false],
-    ['5000', '10000', true],
-    ['60000', '65000', true],
-    [String(HOUR), String(2 * HOUR), true],
-  ])('DATABASE_QUERY_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
-    expectWaitedForWithinGrace(
-      'DATABASE_QUERY_TIMEOUT_MS',
-      timeout,
-      grace,
-      allowed,
-      new RegExp(
-        '^invalid configuration: DATABASE_QUERY_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms ' +
-          '\\(\\d+ with SHUTDOWN_GRACE_MS \\d+\\): a statement under way at SIGTERM is waited for',
-      ),
-      { WEBHOOK_TIMEOUT_MS: '100' },
+  itWaitsForWithinGrace(
+    'DATABASE_QUERY_TIMEOUT_MS',
+    [
+      // [DATABASE_QUERY_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a statement under way at SIGTERM is waited for
+      [undefined, undefined, true],
+      ['20000', undefined, true],
+      ['20001', undefined, false],
+      [undefined, '10000', false],
+      ['5000', '10000', true],
+      ['60000', '65000', true],
+      [String(HOUR), String(2 * HOUR), true],
+    ],
+    new RegExp(
+      '^invalid configuration: DATABASE_QUERY_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms ' +
+        '\\(\\d+ with SHUTDOWN_GRACE_MS \\d+\\): a statement under way at SIGTERM is waited for',
     ),
+    { WEBHOOK_TIMEOUT_MS: '100' },
   );
 
   // Until 2026-12-06 unchecked: with CONNECTOR_TIMEOUT_MS=40000 and SHUTDOWN_GRACE_MS=10000 a dispatcher SIGTERMed while
   // a provider held its send exited 1 ("shutdown timed out") after 10 s, its send's outcome unrecorded (left SENT).
-  it.each([
-    // [CONNECTOR_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a send under way at SIGTERM is waited for, with 5 s to spare
-    [undefined, undefined, true],
-    ['20000', undefined, true],
-    ['20001', undefined, false],
-    ['40000', '10000', false],
-    [undefined, '10000', true],
-    ['60000', '65000', true],
-    [String(HOUR), String(HOUR), false],
-  ])('CONNECTOR_TIMEOUT_MS %s with SHUTDOWN_GRACE_MS %s: allowed %s', (timeout, grace, allowed) =>
-    expectWaitedForWithinGrace(
-      'CONNECTOR_TIMEOUT_MS',
-      timeout,
-      grace,
-      allowed,
-      /CONNECTOR_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
-      { WEBHOOK_TIMEOUT_MS: '100', DATABASE_QUERY_TIMEOUT_MS: '100' },
-    ),
+  itWaitsForWithinGrace(
+    'CONNECTOR_TIMEOUT_MS',
+    [
+      // [CONNECTOR_TIMEOUT_MS, SHUTDOWN_GRACE_MS, allowed]: a send under way at SIGTERM is waited for, with 5 s to spare
+      [undefined, undefined, true],
+      ['20000', undefined, true],
+      ['20001', undefined, false],
+      ['40000', '10000', false],
+      [undefined, '10000', true],
+      ['60000', '65000', true],
+      [String(HOUR), String(HOUR), false],
+    ],
+    /CONNECTOR_TIMEOUT_MS: must be at most SHUTDOWN_GRACE_MS − 5000 ms \(\d+ with SHUTDOWN_GRACE_MS \d+\)/,
+    { WEBHOOK_TIMEOUT_MS: '100', DATABASE_QUERY_TIMEOUT_MS: '100' },
   );
 
   it('the webhooks bound is 7 days, and every WEBHOOK_BACKOFF_MS allows the most attempts', () => {
