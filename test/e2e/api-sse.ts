@@ -1,5 +1,8 @@
+import { eventsChannel } from '@verity/queues';
 import { createParser } from 'eventsource-parser';
-import { waitFor } from '../support/stack';
+import type IORedis from 'ioredis';
+import { unique } from '../support/http';
+import { type Stack, waitFor } from '../support/stack';
 
 /** A minimal SSE client for the API tests: fetch with the Bearer header (as the SDK and console do), parsed frames. */
 export interface SseFrame {
@@ -106,4 +109,40 @@ export async function heldOpen(stream: SseStream): Promise<void> {
   );
   expect(stream.isClosed()).toBe(false);
   expect(stream.frames.some((f) => f.event === 'end')).toBe(false);
+}
+
+/**
+ * Commits an event noting `note` at the execution's next seq (its id begun with `idPrefix`), telling no one: a stream
+ * opened later reads it. Resolves to its id.
+ */
+export async function noteEvent(stack: Stack, executionId: string, idPrefix: string, note: string): Promise<string> {
+  return stack.db.dataSource.transaction(async (tx) => {
+    const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
+      executionId,
+    ])) as { seq: number }[];
+    const id = `${idPrefix}${row.seq + 1}${unique('x').replace(/[^a-z0-9]/gi, '')}`;
+    await tx.query(
+      `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
+       VALUES ($1, $2, (SELECT tenant_id FROM executions WHERE id = $2), $3::int, 'operation.rechecked',
+               jsonb_build_object('note', $4::text))`,
+      [id, executionId, row.seq + 1, note],
+    );
+    await tx.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [executionId]);
+    return id;
+  });
+}
+
+/**
+ * An event noting `note` (see noteEvent), announced on the stack's events channel through `publisher` as a writer of
+ * events does: resolves to the data of the frame `stream` sends for it.
+ */
+export async function appendNotedEvent(
+  to: { stack: Stack; publisher: IORedis; stream: SseStream; executionId: string; idPrefix: string },
+  note: string,
+): Promise<string> {
+  const { stack, publisher, stream, executionId, idPrefix } = to;
+  const eventId = await noteEvent(stack, executionId, idPrefix, note);
+  await publisher.publish(eventsChannel(stack.prefix), executionId);
+  const frames = await stream.waitFor((sent) => sent.some((f) => f.id === eventId), 15_000);
+  return frames.find((f) => f.id === eventId)!.data;
 }

@@ -3,9 +3,8 @@ import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, submission, unique } from '../support/http';
 import { terminateSession } from '../support/listen-sessions';
 import { TEST_REDIS_URL } from '../support/services';
-import { eventsChannel } from '@verity/queues';
 import IORedis from 'ioredis';
-import { openStream } from './api-sse';
+import { appendNotedEvent, openStream } from './api-sse';
 
 /**
  * Hostile probes of the secret values each API process keeps for its answers (TenantSecretsCache): a secret set
@@ -179,24 +178,8 @@ describe("the tenant's secret values kept per API process, attacked (revcache24)
     const publisher = new IORedis(TEST_REDIS_URL);
     const stream = await openStream(`${a}/v1/executions/${executionId}/stream`, DEMO.agent);
     /** An event noting `value`, committed and announced: the frame A's stream sends for it. */
-    const append = async () => {
-      const eventId = await stack.db.dataSource.transaction(async (tx) => {
-        const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
-          executionId,
-        ])) as { seq: number }[];
-        const id = `evt_rc24${row.seq + 1}${unique('x').replace(/[^a-z0-9]/gi, '')}`;
-        await tx.query(
-          `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
-           VALUES ($1, $2, 'demo', $3::int, 'operation.rechecked', jsonb_build_object('note', $4::text))`,
-          [id, executionId, row.seq + 1, `noted ${value}`],
-        );
-        await tx.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [executionId]);
-        return id;
-      });
-      await publisher.publish(eventsChannel(stack.prefix), executionId);
-      const frames = await stream.waitFor((sent) => sent.some((f) => f.id === eventId), 15_000);
-      return frames.find((f) => f.id === eventId)!.data;
-    };
+    const append = () =>
+      appendNotedEvent({ stack, publisher, stream, executionId, idPrefix: 'evt_rc24' }, `noted ${value}`);
     try {
       expect(stream.status).toBe(200);
       // A keeps the tenant's values (none is this one) while it listens; its stream's pages use them.

@@ -1,10 +1,9 @@
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { lockWaiters } from '../support/lock-waits';
-import { eventsChannel } from '@verity/queues';
 import IORedis from 'ioredis';
 import { TEST_REDIS_URL } from '../support/services';
-import { openStream } from './api-sse';
+import { appendNotedEvent, noteEvent, openStream } from './api-sse';
 
 const VALUE = 'value-c-Zp41qT';
 const PLACEHOLDER = '{{secret:cached_token}}';
@@ -150,24 +149,8 @@ describe("the tenant's secret values, kept per API process", () => {
     const executionId = await create(DEMO.agent, unique('stream'));
     const publisher = new IORedis(TEST_REDIS_URL);
     const stream = await openStream(`${b}/v1/executions/${executionId}/stream`, DEMO.agent);
-    const append = async () => {
-      const eventId = await stack.db.dataSource.transaction(async (tx) => {
-        const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
-          executionId,
-        ])) as { seq: number }[];
-        const id = `evt_cache${row.seq + 1}${unique('x').replace(/[^a-z0-9]/gi, '')}`;
-        await tx.query(
-          `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
-           VALUES ($1, $2, 'demo', $3::int, 'operation.rechecked', jsonb_build_object('note', $4::text))`,
-          [id, executionId, row.seq + 1, `noted ${value}`],
-        );
-        await tx.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [executionId]);
-        return id;
-      });
-      await publisher.publish(eventsChannel(stack.prefix), executionId);
-      const frames = await stream.waitFor((sent) => sent.some((f) => f.id === eventId), 15_000);
-      return frames.find((f) => f.id === eventId)!.data;
-    };
+    const append = () =>
+      appendNotedEvent({ stack, publisher, stream, executionId, idPrefix: 'evt_cache' }, `noted ${value}`);
     try {
       expect(stream.status).toBe(200);
       expect(await append()).toContain(value);
@@ -264,20 +247,7 @@ describe("the tenant's secret values, kept per API process", () => {
   };
 
   /** An event noting `text` appended to the execution's log (no one told: a stream opened later reads it). */
-  const noted = async (executionId: string, text: string) =>
-    stack.db.dataSource.transaction(async (tx) => {
-      const [row] = (await tx.query(`SELECT event_seq::int AS seq FROM executions WHERE id = $1 FOR UPDATE`, [
-        executionId,
-      ])) as { seq: number }[];
-      const id = `evt_note${row.seq + 1}${unique('x').replace(/[^a-z0-9]/gi, '')}`;
-      await tx.query(
-        `INSERT INTO events (id, execution_id, tenant_id, seq, type, data)
-         VALUES ($1, $2, (SELECT tenant_id FROM executions WHERE id = $2), $3::int, 'operation.rechecked',
-                 jsonb_build_object('note', $4::text))`,
-        [id, executionId, row.seq + 1, text],
-      );
-      await tx.query(`UPDATE executions SET event_seq = event_seq + 1 WHERE id = $1`, [executionId]);
-    });
+  const noted = (executionId: string, text: string) => noteEvent(stack, executionId, 'evt_note', text);
 
   /** The stream of the execution through `url`: its frames once one holds `text` (then closed by the test). */
   const streamed = async (url: string, executionId: string, text: string) => {
