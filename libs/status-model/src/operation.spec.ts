@@ -556,20 +556,24 @@ describe('operation statuses, terminality and retry rules', () => {
     expect(OPERATION_STATUSES.filter(canRetry)).toEqual([S.FAILED, S.CANCELLED]);
   });
 
+  /** The retry rule shown for an operation in `status` whose failure is not refuted since, given the other `facts`. */
+  const unrefutedRule = (
+    status: OperationStatus,
+    facts: Omit<Parameters<typeof operationRetryRule>[0], 'status' | 'failureRefuted'> = {},
+  ) => operationRetryRule({ status, failureRefuted: false, ...facts });
+
   it('shows a FAILED refuted since as forbidden, and every other operation by its status (operationRetryRule)', () => {
     expect(operationRetryRule({ status: S.FAILED, failureRefuted: true })).toBe(RetryRule.FORBIDDEN);
-    expect(operationRetryRule({ status: S.FAILED, failureRefuted: false })).toBe(RetryRule.SAFE);
+    expect(unrefutedRule(S.FAILED)).toBe(RetryRule.SAFE);
     expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: true })).toBe(RetryRule.SAFE);
   });
 
   it('shows a retry made on the word of a FAILED refuted since as forbidden, where its status would allow a retry', () => {
     for (const status of [S.CANCELLED, S.FAILED]) {
-      expect(operationRetryRule({ status, failureRefuted: false, retryRefuted: true })).toBe(RetryRule.FORBIDDEN);
-      expect(operationRetryRule({ status, failureRefuted: false, retryRefuted: false })).toBe(RetryRule.SAFE);
+      expect(unrefutedRule(status, { retryRefuted: true })).toBe(RetryRule.FORBIDDEN);
+      expect(unrefutedRule(status, { retryRefuted: false })).toBe(RetryRule.SAFE);
     }
-    expect(operationRetryRule({ status: S.MANUAL_REVIEW, failureRefuted: false, retryRefuted: true })).toBe(
-      RetryRule.CONSOLE,
-    );
+    expect(unrefutedRule(S.MANUAL_REVIEW, { retryRefuted: true })).toBe(RetryRule.CONSOLE);
   });
 
   it('refuses a retry once its chain of retries holds DENIAL_LIMIT denials, and shows it forbidden', () => {
@@ -579,28 +583,16 @@ describe('operation statuses, terminality and retry rules', () => {
     // cancelled unsent must not push its denials out of the count.
     expect([0, 1, 2].map((denials) => denialLimitReached(denials, true))).toEqual([true, true, true]);
     expect(denialLimitReached(2, false)).toBe(false);
-    expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: false, denialLimitReached: true })).toBe(
-      RetryRule.FORBIDDEN,
-    );
-    expect(operationRetryRule({ status: S.CANCELLED, failureRefuted: false, denialLimitReached: false })).toBe(
-      RetryRule.SAFE,
-    );
+    expect(unrefutedRule(S.CANCELLED, { denialLimitReached: true })).toBe(RetryRule.FORBIDDEN);
+    expect(unrefutedRule(S.CANCELLED, { denialLimitReached: false })).toBe(RetryRule.SAFE);
     // Only where a retry would otherwise be allowed: a held operation is still the console's.
-    expect(operationRetryRule({ status: S.MANUAL_REVIEW, failureRefuted: false, denialLimitReached: true })).toBe(
-      RetryRule.CONSOLE,
-    );
+    expect(unrefutedRule(S.MANUAL_REVIEW, { denialLimitReached: true })).toBe(RetryRule.CONSOLE);
   });
 
   it('shows a VERIFIED the provider’s late rejection contradicts as forbidden, not not_needed', () => {
-    expect(operationRetryRule({ status: S.VERIFIED, failureRefuted: false, verificationContradicted: true })).toBe(
-      RetryRule.FORBIDDEN,
-    );
-    expect(operationRetryRule({ status: S.VERIFIED, failureRefuted: false, verificationContradicted: false })).toBe(
-      RetryRule.NOT_NEEDED,
-    );
-    expect(operationRetryRule({ status: S.MANUAL_REVIEW, failureRefuted: false, verificationContradicted: true })).toBe(
-      RetryRule.CONSOLE,
-    );
+    expect(unrefutedRule(S.VERIFIED, { verificationContradicted: true })).toBe(RetryRule.FORBIDDEN);
+    expect(unrefutedRule(S.VERIFIED, { verificationContradicted: false })).toBe(RetryRule.NOT_NEEDED);
+    expect(unrefutedRule(S.MANUAL_REVIEW, { verificationContradicted: true })).toBe(RetryRule.CONSOLE);
   });
 
   it('forbids a retry of UNKNOWN, SENT, ACKNOWLEDGED and RECONCILING (I5)', () => {
