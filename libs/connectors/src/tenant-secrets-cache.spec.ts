@@ -21,10 +21,13 @@ function reader(value: string, size = value.length) {
   };
 }
 
-/** A cache in a process that hears every change (its LISTEN connection up): it keeps what it reads. */
-function liveCache(): TenantSecretsCache<string> {
+/**
+ * A cache in a process that hears every change (its LISTEN connection up): it keeps what it reads, and confirms it by
+ * `heard` (a round trip on that connection) where given.
+ */
+function liveCache(heard?: () => Promise<void>): TenantSecretsCache<string> {
   const cache = new TenantSecretsCache<string>();
-  cache.setLive(true);
+  cache.setLive(true, heard);
   return cache;
 }
 
@@ -142,9 +145,8 @@ describe('TenantSecretsCache', () => {
   });
 
   it('confirms once per request: a later answer to the same request uses what is kept, with no other round trip', async () => {
-    const cache = new TenantSecretsCache<string>();
     const trips = roundTrips();
-    cache.setLive(true, trips.heard);
+    const cache = liveCache(trips.heard);
     const acme = reader('v1');
     await cache.get('acme', acme.read());
     // A request arrives (a stream): its first answer waits for a round trip sent after it arrived.
@@ -172,9 +174,8 @@ describe('TenantSecretsCache', () => {
   });
 
   it('a round trip sent before a request arrived does not confirm it: the next one does, shared by all who ask meanwhile', async () => {
-    const cache = new TenantSecretsCache<string>();
     const trips = roundTrips();
-    cache.setLive(true, trips.heard);
+    const cache = liveCache(trips.heard);
     const acme = reader('v1');
     await cache.get('acme', acme.read());
     const early = cache.get('acme', acme.read());
@@ -199,9 +200,8 @@ describe('TenantSecretsCache', () => {
   });
 
   it('uses without a round trip what was read after the request arrived; a value read before needs one', async () => {
-    const cache = new TenantSecretsCache<string>();
     const trips = roundTrips();
-    cache.setLive(true, trips.heard);
+    const cache = liveCache(trips.heard);
     const acme = reader('v1');
     const since = cache.now();
     // Read for this request's first answer (or by a statement of its own, `found`): its later answers use it as it is.
@@ -228,9 +228,8 @@ describe('TenantSecretsCache', () => {
   });
 
   it('a round trip under way on a connection since replaced serves no request after it', async () => {
-    const cache = new TenantSecretsCache<string>();
     const old = roundTrips();
-    cache.setLive(true, old.heard);
+    const cache = liveCache(old.heard);
     const acme = reader('v1');
     await cache.get('acme', acme.read());
     const asked = cache.get('acme', acme.read());
