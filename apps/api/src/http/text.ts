@@ -18,10 +18,12 @@ export function text(): z.ZodString {
 }
 
 /**
- * Characters that show nothing: white space, and the default-ignorable code points (U+200B ZERO WIDTH SPACE, U+2060
- * WORD JOINER, U+3164 HANGUL FILLER, U+FEFF…), which `trim()` keeps.
+ * Characters that show nothing: white space, the default-ignorable code points (U+200B ZERO WIDTH SPACE, U+2060
+ * WORD JOINER, U+3164 HANGUL FILLER, U+FEFF…), which `trim()` keeps, and U+2800 BRAILLE PATTERN BLANK — a braille
+ * cell with no dots, drawn as nothing, which Unicode counts as neither (braille text holds it between its words, and
+ * such text shows its other cells).
  */
-const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}]*$/u;
+const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}\u2800]*$/u;
 
 /**
  * Refuses, as `too_small` (to a reader it says nothing, as the empty string does), a value that shows nothing. The
