@@ -111,11 +111,12 @@ describe("the tenant's secret values, kept per API process", () => {
   }, 120_000);
 
   it("answers a tenant's reads without reading its secrets again: none is read while their table is locked", async () => {
-    // demo-other has no secrets; its first answer through B reads that (and keeps it). A list of its executions: the
-    // read of one execution (and its events, its stream) asks the table itself whether the tenant holds any secret
-    // (an index probe, which this lock blocks too) — that it reads no secret values is counted below, by the metric.
+    // demo-other has no secrets; its first answer through B reads that (and keeps it). The list of connectors: the
+    // reads of its executions and operations (one, a page, its events, its stream) ask the table itself whether the
+    // tenant holds any secret (an index probe, which this lock blocks too) — that they read no secret values is
+    // counted by the metric (below).
     await create(DEMO.otherAgent, unique('no-secret'));
-    const path = `/v1/executions?limit=1`;
+    const path = `/v1/connectors`;
     expect((await http(b, 'GET', path, { key: DEMO.otherAgent })).status).toBe(200);
     const holder = stack.db.dataSource.createQueryRunner();
     await holder.connect();
@@ -287,6 +288,84 @@ describe("the tenant's secret values, kept per API process", () => {
     expect((await http(b, 'GET', `/v1/executions/${executionId}/events`, { key: DEMO.otherAgent })).status).toBe(200);
     expect((await roundTrips(b)) - trips).toBe(0);
     expect((await secretReads(b)) - reads).toBe(0);
+  });
+
+  it('the other reads of a tenant with no secrets (an operation, pages of executions, a 404) need no round trip, nor a read of them: each read found none', async () => {
+    // Created through A: B has kept nothing of the tenant's from its intake.
+    const created = await http<{ id: string; operations: { id: string }[] }>(a, 'POST', '/v1/executions', {
+      key: DEMO.otherAgent,
+      body: submission([charge(unique('reads'))], { intent: 'nothing secret read' }),
+    });
+    expect(created.status).toBe(201);
+    const operationId = created.body.operations[0].id;
+    // B reads the tenant once (what that costs is not counted: B may have kept nothing of the tenant's yet).
+    expect((await http(b, 'GET', `/v1/connectors`, { key: DEMO.otherAgent })).status).toBe(200);
+    const [trips, reads] = [await roundTrips(b), await secretReads(b)];
+    const answered = async (path: string, status: number) =>
+      expect((await http(b, 'GET', path, { key: DEMO.otherAgent })).status).toBe(status);
+    for (let i = 0; i < 3; i += 1) await answered(`/v1/operations/${operationId}`, 200);
+    await answered(`/v1/executions?limit=2`, 200);
+    await answered(`/v1/executions?limit=2&status=created`, 200);
+    await answered(`/v1/executions?limit=2&cursor=${created.body.id}`, 200);
+    await answered(`/v1/executions/exe_${unique('none').replace(/[^a-z0-9]/gi, '')}`, 404);
+    await answered(`/v1/executions/exe_${unique('none').replace(/[^a-z0-9]/gi, '')}/events`, 404);
+    await answered(`/v1/operations/op_${unique('none').replace(/[^a-z0-9]/gi, '')}`, 404);
+    expect((await roundTrips(b)) - trips).toBe(0);
+    expect((await secretReads(b)) - reads).toBe(0);
+  });
+
+  it('what a read of the operation, a page or a 404 found (no secrets) is not trusted past a change: the next one of that process shows the placeholder', async () => {
+    const value = `other${unique('v').replace(/[^a-z0-9]/gi, '')}`;
+    const placeholder = '{{secret:other_read_token}}';
+    const executionId = await create(DEMO.agent, value);
+    const execution = await http<{ operations: { id: string }[] }>(a, 'GET', `/v1/executions/${executionId}`, {
+      key: DEMO.agent,
+    });
+    const operationId = execution.body.operations[0].id;
+    const get = async (path: string, status = 200) => {
+      const answer = await http(b, 'GET', path, { key: DEMO.agent });
+      expect(answer.status).toBe(status);
+      return answer.text;
+    };
+    const set = async () =>
+      expect(
+        (
+          await http(a, 'PUT', '/v1/admin/connector-settings/http', {
+            key: DEMO.admin,
+            body: { secrets: { other_read_token: value } },
+          })
+        ).status,
+      ).toBe(200);
+    const unset = async () =>
+      expect(
+        (await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/other_read_token', { key: DEMO.admin }))
+          .status,
+      ).toBe(204);
+    try {
+      // Each time B's read finds no secret first (B keeps that), then one is set through A. A 404's detail names the
+      // id asked for (its `instance`, the path the client sent, is given as it was sent).
+      const reads: [string, number][] = [
+        [`/v1/operations/${operationId}`, 200],
+        [`/v1/executions?limit=1&cursor=${executionId}z`, 200],
+        [`/v1/operations/op_${value}`, 404],
+        [`/v1/executions/exe_${value}`, 404],
+        [`/v1/executions/exe_${value}/events`, 404],
+      ];
+      const shown = async (path: string, status: number) => {
+        const text = await get(path, status);
+        return status === 404 ? (JSON.parse(text) as { detail: string }).detail : text;
+      };
+      for (const [path, status] of reads) {
+        expect(await shown(path, status)).toContain(value);
+        await set();
+        const read = await shown(path, status);
+        expect(read).not.toContain(value);
+        expect(read).toContain(placeholder);
+        await unset();
+      }
+    } finally {
+      await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/other_read_token', { key: DEMO.admin });
+    }
   });
 
   it('what a read of the execution found (no secrets) is not trusted past a change: the next GET, events page and stream of that process show the placeholder', async () => {

@@ -5,10 +5,10 @@ SELECT clock_timestamp() AS now;
 SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2;
 
 -- executionByIdWithSecretsHeld
-SELECT {columns:Execution t},
-       EXISTS (SELECT 1 FROM tenant_connector_secrets x WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[]))
-         AS holds_secrets
-     FROM executions t WHERE t.id = $1 AND t.tenant_id = $2;
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2) r ON true;
 
 -- executionByIdForWorker
 SELECT {columns:Execution t} FROM executions t WHERE t.id = $1;
@@ -51,8 +51,17 @@ SELECT {columns:Operation t} FROM operations t
 -- operationById
 SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2;
 
+-- operationByIdWithSecretsHeld
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2) r ON true;
+
 -- operationWithVersionById
-SELECT {columns:Operation t}, md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Operation t}, md5(jsonb_build_array(t.status, t.terminal_reason, t.attempt, t.approval,
        t.obligation - 'rechecks' - 'escalated_at', t.evidence,
        t.acknowledged_at IS NOT NULL, t.rejected_at IS NOT NULL)::text
        || CASE WHEN EXISTS (
@@ -68,7 +77,7 @@ SELECT {columns:Operation t}, md5(jsonb_build_array(t.status, t.terminal_reason,
        || CASE WHEN coalesce(t.approval, 'null'::jsonb) = 'null'::jsonb AND NOT t.requires_approval
           AND (t.status = 'PREPARED'
                OR (t.status = 'MANUAL_REVIEW' AND t.attempt = 0)) THEN ' approval_policy ' || coalesce((SELECT CASE WHEN vt.id IS NOT NULL THEN jsonb_build_object('approvalRules', vt.settings->'approvalRules', 'approvalAmountAbove', vt.settings->'approvalAmountAbove')::text END FROM tenants vt WHERE vt.id = t.tenant_id), '') ELSE '' END) AS version
-     FROM operations t WHERE t.id = $1 AND t.tenant_id = $2;
+     FROM operations t WHERE t.id = $1 AND t.tenant_id = $2) r ON true;
 
 -- lockOperationAtVersion
 SELECT t.id FROM operations t
@@ -135,19 +144,31 @@ SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation;
 
 -- listExecutions
-SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2;
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $1 AND x.connector = ANY($3::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
 
 -- listExecutionsByStatus
-SELECT {columns:Execution e} FROM executions e
-     WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2;
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $1 AND x.connector = ANY($4::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
 
 -- listExecutionsBefore
-SELECT {columns:Execution e} FROM executions e
-     WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2;
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $1 AND x.connector = ANY($4::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
 
 -- listExecutionsByStatusBefore
-SELECT {columns:Execution e} FROM executions e
-     WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2;
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $1 AND x.connector = ANY($5::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
 
 -- lockOperations
 SELECT {columns:Operation t} FROM operations t WHERE t.execution_id = $1 ORDER BY t.id FOR UPDATE;

@@ -599,15 +599,30 @@ export async function refutedRetries(
 const SETTINGS_VERSION = settingsVersionOf('s');
 const TENANT_APPROVAL_POLICY = approvalPolicyOf('t');
 
+const EXECUTION_BY_ID = `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`;
+const OPERATION_BY_ID = `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`;
+
+/**
+ * `read` (a statement of one tenant's rows: its id is the parameter $`tenant`), and in the same statement whether that
+ * tenant holds any secret for the connectors $`connectors` (every connector that takes them; `holds_secrets`): what an
+ * answer of those rows is redacted with, told on the way by an index probe (the primary key of tenant_connector_secrets
+ * begins with tenant_id). Always one row at least — when `read` finds nothing, one with its columns null, so a 404 or
+ * an empty page is told too (readWithSecretsHeld). `orderBy`: the order of `read`'s rows, kept (a lateral subquery's
+ * order is not promised by itself).
+ */
+function withSecretsHeld(read: string, tenant: number, connectors: number, orderBy?: string): string {
+  return `SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $${tenant} AND x.connector = ANY($${connectors}::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (${read}) r ON true${orderBy ? ` ORDER BY ${orderBy}` : ''}`;
+}
+
 export const READ_SQL = {
   databaseNow: `SELECT clock_timestamp() AS now`,
-  executionById: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
+  executionById: EXECUTION_BY_ID,
   // The same, and whether the tenant holds any secret for the connectors that take them ($3): what an answer of the
-  // execution is redacted with, told on the way (the primary key's tenant_id prefix finds the first, or none).
-  executionByIdWithSecretsHeld: `SELECT {columns:Execution t},
-       EXISTS (SELECT 1 FROM tenant_connector_secrets x WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[]))
-         AS holds_secrets
-     FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`,
+  // execution is redacted with, told on the way — a 404 too (withSecretsHeld).
+  executionByIdWithSecretsHeld: withSecretsHeld(EXECUTION_BY_ID, 2, 3),
   executionByIdForWorker: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1`,
   executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, clock_timestamp() AS database_now
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
@@ -638,10 +653,17 @@ export const READ_SQL = {
      WHERE t.execution_id = $1 AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
   operationsOfExecutionForWorker: `SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = $1 ORDER BY t.position, t.generation`,
-  operationById: `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
-  // The row and its version (operationVersionOf) from one read: the ETag answered names exactly what is shown.
-  operationWithVersionById: `SELECT {columns:Operation t}, ${operationVersionOf('t')} AS version
+  operationById: OPERATION_BY_ID,
+  // The same, and whether the tenant holds any secret ($3; withSecretsHeld): the read an answer of the operation begins with.
+  operationByIdWithSecretsHeld: withSecretsHeld(OPERATION_BY_ID, 2, 3),
+  // The row and its version (operationVersionOf) from one read: the ETag answered names exactly what is shown; and
+  // whether the tenant holds any secret ($3; withSecretsHeld) — what the answer is redacted with.
+  operationWithVersionById: withSecretsHeld(
+    `SELECT {columns:Operation t}, ${operationVersionOf('t')} AS version
      FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`,
+    2,
+    3,
+  ),
   // Share-locked while still at one of the versions $3 (any, given null) and at none of $4 (until the transaction
   // ends): no change of it commits meanwhile. With $5, only while it is still held for a reviewer (a status a re-check
   // is owed in) and no resolution is recorded on it: judged on the row as locked, so a decision committed after the
@@ -673,14 +695,35 @@ export const READ_SQL = {
   operationWithClockForWorker: `SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations t WHERE t.id = $1`,
   operationsOfExecutions: `SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
-  // Newest first by id (ids are time-ordered); one statement per filter combination, so each keeps its own plan.
-  listExecutions: `SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2`,
-  listExecutionsByStatus: `SELECT {columns:Execution e} FROM executions e
+  // Newest first by id (ids are time-ordered); one statement per filter combination, so each keeps its own plan. Each
+  // tells whether the tenant holds any secret (the last parameter; withSecretsHeld): what the page is redacted with.
+  listExecutions: withSecretsHeld(
+    `SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2`,
+    1,
+    3,
+    'r.id DESC',
+  ),
+  listExecutionsByStatus: withSecretsHeld(
+    `SELECT {columns:Execution e} FROM executions e
      WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2`,
-  listExecutionsBefore: `SELECT {columns:Execution e} FROM executions e
+    1,
+    4,
+    'r.id DESC',
+  ),
+  listExecutionsBefore: withSecretsHeld(
+    `SELECT {columns:Execution e} FROM executions e
      WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2`,
-  listExecutionsByStatusBefore: `SELECT {columns:Execution e} FROM executions e
+    1,
+    4,
+    'r.id DESC',
+  ),
+  listExecutionsByStatusBefore: withSecretsHeld(
+    `SELECT {columns:Execution e} FROM executions e
      WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2`,
+    1,
+    5,
+    'r.id DESC',
+  ),
   // The order every transition statement takes the locks in: the operations, then the execution.
   lockOperations: `SELECT {columns:Operation t} FROM operations t WHERE t.execution_id = $1 ORDER BY t.id FOR UPDATE`,
   lockExecution: `SELECT status FROM executions WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
@@ -795,23 +838,44 @@ export function findExecution(db: EntityManager, id: string, tenantId: string): 
   return first(db, ExecutionEntity, READ_SQL.executionById, [id, tenantId]);
 }
 
+/** What a read found, and whether the tenant holds any secret for the connectors that take them (withSecretsHeld). */
+export interface SecretsHeld<T> {
+  found: T;
+  holdsSecrets: boolean;
+}
+
 /**
- * The execution (as findExecution), and whether its tenant holds any secret for `secretConnectors` (every connector that
- * takes them), as of the same snapshot. null: no such execution of the tenant (and nothing told of its secrets).
+ * Runs a `{columns:…}` statement built by withSecretsHeld: its rows (the one whose columns are all null, left out) and
+ * whether the tenant holds any secret, as of the same snapshot. Told "none" only when the probe answered so.
+ */
+async function readWithSecretsHeld(
+  db: EntityManager,
+  sql: string,
+  params: unknown[],
+): Promise<SecretsHeld<Record<string, unknown>[]>> {
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, sql), params);
+  return {
+    found: found.filter((raw) => raw.id !== null && raw.id !== undefined),
+    holdsSecrets: found[0]?.holds_secrets !== false,
+  };
+}
+
+/**
+ * The execution (as findExecution; null: no such execution of the tenant), and whether its tenant holds any secret for
+ * `secretConnectors` (every connector that takes them), as of the same snapshot — told when it finds none too.
  */
 export async function findExecutionWithSecretsHeld(
   db: EntityManager,
   id: string,
   tenantId: string,
   secretConnectors: readonly string[],
-): Promise<{ execution: ExecutionEntity; holdsSecrets: boolean } | null> {
-  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.executionByIdWithSecretsHeld), [
+): Promise<SecretsHeld<ExecutionEntity | null>> {
+  const { found, holdsSecrets } = await readWithSecretsHeld(db, READ_SQL.executionByIdWithSecretsHeld, [
     id,
     tenantId,
     secretConnectors,
   ]);
-  if (!found) return null;
-  return { execution: hydrate(db, ExecutionEntity, found), holdsSecrets: found.holds_secrets === true };
+  return { found: found[0] ? hydrate(db, ExecutionEntity, found[0]) : null, holdsSecrets };
 }
 
 export function findExecutionForWorker(db: EntityManager, id: string): Promise<ExecutionEntity | null> {
@@ -965,17 +1029,51 @@ export function findOperation(db: EntityManager, id: string, tenantId: string): 
   return first(db, OperationEntity, READ_SQL.operationById, [id, tenantId]);
 }
 
+/** The operation (as findOperation), and whether its tenant holds any secret for `secretConnectors` (withSecretsHeld). */
+export async function findOperationWithSecretsHeld(
+  db: EntityManager,
+  id: string,
+  tenantId: string,
+  secretConnectors: readonly string[],
+): Promise<SecretsHeld<OperationEntity | null>> {
+  const { found, holdsSecrets } = await readWithSecretsHeld(db, READ_SQL.operationByIdWithSecretsHeld, [
+    id,
+    tenantId,
+    secretConnectors,
+  ]);
+  return { found: found[0] ? hydrate(db, OperationEntity, found[0]) : null, holdsSecrets };
+}
+
+/**
+ * The operation and its version (the ETag a decision's If-Match names; operationVersionOf), read together; and whether
+ * its tenant holds any secret for `secretConnectors` (every connector that takes them; withSecretsHeld), as of the
+ * same snapshot — told when it finds no such operation too.
+ */
+export async function findOperationWithVersionAndSecretsHeld(
+  db: EntityManager,
+  id: string,
+  tenantId: string,
+  secretConnectors: readonly string[],
+): Promise<SecretsHeld<{ operation: OperationEntity; version: string } | null>> {
+  const { found, holdsSecrets } = await readWithSecretsHeld(db, READ_SQL.operationWithVersionById, [
+    id,
+    tenantId,
+    secretConnectors,
+  ]);
+  const [row] = found;
+  return {
+    found: row ? { operation: hydrate(db, OperationEntity, row), version: row.version as string } : null,
+    holdsSecrets,
+  };
+}
+
 /** The operation and its version (the ETag a decision's If-Match names; operationVersionOf), read together. */
 export async function findOperationWithVersion(
   db: EntityManager,
   id: string,
   tenantId: string,
 ): Promise<{ operation: OperationEntity; version: string } | null> {
-  const [found] = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.operationWithVersionById), [
-    id,
-    tenantId,
-  ]);
-  return found ? { operation: hydrate(db, OperationEntity, found), version: found.version as string } : null;
+  return (await findOperationWithVersionAndSecretsHeld(db, id, tenantId, [])).found;
 }
 
 /**
@@ -1059,11 +1157,16 @@ export async function databaseNow(db: Queryable): Promise<Date> {
   return new Date(found.now);
 }
 
-export function listExecutions(
+/**
+ * A page of the tenant's executions, newest first; and whether the tenant holds any secret for `secretConnectors`
+ * (every connector that takes them; withSecretsHeld), as of the same snapshot — told of an empty page too.
+ */
+export async function listExecutionsWithSecretsHeld(
   db: EntityManager,
   tenantId: string,
   options: { status?: ExecutionStatus; before?: string; limit: number },
-): Promise<ExecutionEntity[]> {
+  secretConnectors: readonly string[],
+): Promise<SecretsHeld<ExecutionEntity[]>> {
   const sql = options.status
     ? options.before
       ? READ_SQL.listExecutionsByStatusBefore
@@ -1074,7 +1177,18 @@ export function listExecutions(
   const params: unknown[] = [tenantId, options.limit];
   if (options.status) params.push(options.status);
   if (options.before) params.push(options.before);
-  return selectEntities(db, ExecutionEntity, sql, params);
+  params.push(secretConnectors);
+  const { found, holdsSecrets } = await readWithSecretsHeld(db, sql, params);
+  return { found: found.map((raw) => hydrate(db, ExecutionEntity, raw)), holdsSecrets };
+}
+
+/** A page of the tenant's executions, newest first. */
+export async function listExecutions(
+  db: EntityManager,
+  tenantId: string,
+  options: { status?: ExecutionStatus; before?: string; limit: number },
+): Promise<ExecutionEntity[]> {
+  return (await listExecutionsWithSecretsHeld(db, tenantId, options, [])).found;
 }
 
 /**

@@ -1,23 +1,38 @@
 import type { SecretsRead, TenantConnectors } from '@verity/connectors';
-import { type ExecutionEntity, findExecutionWithSecretsHeld } from '@verity/persistence';
+import { type ExecutionEntity, type SecretsHeld, findExecutionWithSecretsHeld } from '@verity/persistence';
 import type { EntityManager } from 'typeorm';
 
 /**
- * The tenant's execution `id` (null: none), read for an answer of it (the execution's read, its events, its stream):
- * the same statement tells whether the tenant holds any secret for the connectors that take them. When it holds none,
- * that is kept as a read of its secrets begun at `read` (by default now, before the statement is sent), so the answer
- * is given as it is — no round trip to confirm the values kept, no read of them. A tenant holding secrets is answered
- * as before (its values kept, or read, and confirmed once for the request). `read` must be begun after the request
- * arrived and before the statement's snapshot is taken.
+ * What `read` finds of the tenant's rows for an answer (an execution, an operation, a page of them), its statement
+ * telling on the way whether the tenant holds any secret for the connectors that take them (the persistence reads
+ * "…WithSecretsHeld": `secretConnectors` is what they probe for). When it holds none — found rows or not: a 404, an empty
+ * page — that is kept as a read of its secrets begun at `begun` (by default now, before the statement is sent), so the
+ * answer is given as it is: no round trip to confirm the values kept, no read of them. A tenant holding secrets is
+ * answered as before (its values kept, or read, and confirmed once for the request). `begun` must be taken after the
+ * request arrived and before the statement's snapshot is (for a read in a snapshot's transaction begun before it, before
+ * the transaction begins).
  */
-export async function findExecutionForAnswer(
+export async function readForAnswer<T>(
+  connectors: TenantConnectors,
+  tenantId: string,
+  read: (secretConnectors: readonly string[]) => Promise<SecretsHeld<T>>,
+  begun: SecretsRead = connectors.secretsReadBegins(),
+): Promise<T> {
+  const { found, holdsSecrets } = await read(connectors.secretsAccess().connectors);
+  if (!holdsSecrets) connectors.noSecretsFound(tenantId, begun);
+  return found;
+}
+
+/**
+ * The tenant's execution `id` (null: none), read for an answer of it (the execution's read, its events, its stream;
+ * readForAnswer): the same statement tells whether the tenant holds any secret.
+ */
+export function findExecutionForAnswer(
   db: EntityManager,
   connectors: TenantConnectors,
   id: string,
   tenantId: string,
-  read: SecretsRead = connectors.secretsReadBegins(),
+  begun?: SecretsRead,
 ): Promise<ExecutionEntity | null> {
-  const found = await findExecutionWithSecretsHeld(db, id, tenantId, connectors.secretsAccess().connectors);
-  if (found && !found.holdsSecrets) connectors.noSecretsFound(tenantId, read);
-  return found?.execution ?? null;
+  return readForAnswer(connectors, tenantId, (held) => findExecutionWithSecretsHeld(db, id, tenantId, held), begun);
 }

@@ -22,7 +22,7 @@ import {
   findOperationsOf,
   insertExecution,
   listEvents,
-  listExecutions,
+  listExecutionsWithSecretsHeld,
   NewOperation,
   lockActiveKey,
   lockExecution,
@@ -47,7 +47,7 @@ import { submissions } from '../metrics/metrics';
 import { FieldError, Problem } from '../problem/problem';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
-import { findExecutionForAnswer } from './execution-read';
+import { findExecutionForAnswer, readForAnswer } from './execution-read';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
@@ -417,12 +417,21 @@ export class ExecutionsService {
 
   /** A page of executions, each with its operations, as of one moment (one snapshot, as `get`). */
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
+    // Begun before the snapshot: the page's read tells whether the tenant holds any secret (readForAnswer).
+    const secretsRead = this.tenantConnectors.secretsReadBegins();
     return readSnapshot(this.db, async (db) => {
-      const executions = await listExecutions(db, principal.tenantId, {
-        status: query.status,
-        before: query.cursor,
-        limit: query.limit + 1,
-      });
+      const executions = await readForAnswer(
+        this.tenantConnectors,
+        principal.tenantId,
+        (held) =>
+          listExecutionsWithSecretsHeld(
+            db,
+            principal.tenantId,
+            { status: query.status, before: query.cursor, limit: query.limit + 1 },
+            held,
+          ),
+        secretsRead,
+      );
       const { page, nextCursor } = pageOf(executions, query.limit);
       const operations = await findOperationsOf(
         db,

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import {
   ReadBackResult,
+  type SecretsRead,
   TenantConnectors,
   readBackBindingProblems,
   readBackThrew,
@@ -21,7 +22,8 @@ import {
   findLastApprovalDecision,
   findLastStatusChanges,
   findOperation,
-  findOperationWithVersion,
+  findOperationWithSecretsHeld,
+  findOperationWithVersionAndSecretsHeld,
   findVersionsBeforeInvestigations,
   insertExecution,
   isKeyActive,
@@ -88,6 +90,7 @@ import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
 import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
+import { readForAnswer } from '../executions/execution-read';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { preconditionFailed, versionConditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn, secretValueErrorsIn } from '../http/secret-values';
@@ -122,19 +125,35 @@ export class OperationsService {
     await inTraceOf(traces.get(executionId), enqueue);
   }
 
+  /**
+   * The operation, read for an answer of it (readForAnswer: the same statement tells whether the tenant holds any
+   * secret, so a tenant holding none is answered — a 404 too — with no round trip to confirm its secrets).
+   */
   private async load(principal: Principal, id: string): Promise<OperationEntity> {
-    const op = await findOperation(this.db.manager, id, principal.tenantId);
+    const op = await readForAnswer(this.connectors, principal.tenantId, (held) =>
+      findOperationWithSecretsHeld(this.db.manager, id, principal.tenantId, held),
+    );
     if (!op) throw Problem.notFound('Operation', id);
     return op;
   }
 
-  /** The operation and its version (operationVersionOf: the ETag a decision's If-Match names), read together. */
+  /**
+   * The operation and its version (operationVersionOf: the ETag a decision's If-Match names), read together for an
+   * answer of it (readForAnswer, as `load`). `begun`: taken before `db`'s snapshot (by default now: `db` takes its
+   * snapshot with this statement, or reads with a snapshot of its own).
+   */
   private async loadAt(
     principal: Principal,
     id: string,
     db: EntityManager = this.db.manager,
+    begun?: SecretsRead,
   ): Promise<{ op: OperationEntity; version: string }> {
-    const found = await findOperationWithVersion(db, id, principal.tenantId);
+    const found = await readForAnswer(
+      this.connectors,
+      principal.tenantId,
+      (held) => findOperationWithVersionAndSecretsHeld(db, id, principal.tenantId, held),
+      begun,
+    );
     if (!found) throw Problem.notFound('Operation', id);
     return { op: found.operation, version: found.version };
   }
@@ -165,8 +184,10 @@ export class OperationsService {
    * showed it still held, with its last move and its options judged from after the cancel (its execution ended).
    */
   async get(principal: Principal, id: string) {
+    // Begun before the snapshot: the operation's read tells whether the tenant holds any secret (readForAnswer).
+    const secretsRead = this.connectors.secretsReadBegins();
     return readSnapshot(this.db, async (db) => {
-      const { op, version } = await this.loadAt(principal, id, db);
+      const { op, version } = await this.loadAt(principal, id, db, secretsRead);
       const changes = await findLastStatusChanges(db, [op.id], principal.tenantId);
       const judged = await this.holds.judgeOne(principal.tenantId, op, db);
       // The resolutions a reviewer may take and, for each one refused, why: the console shows exactly this, so it
