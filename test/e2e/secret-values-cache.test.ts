@@ -368,6 +368,43 @@ describe("the tenant's secret values, kept per API process", () => {
     }
   });
 
+  it("the review queue's pages of a tenant with no secrets need no round trip, nor a read of them; what a page found is not trusted past a change", async () => {
+    const value = `queue${unique('v').replace(/[^a-z0-9]/gi, '')}`;
+    const placeholder = '{{secret:queue_token}}';
+    const page = (path: string) => http(b, 'GET', path, { key: DEMO.reviewer });
+    // B reads the tenant once (what that costs is not counted: B may have kept nothing of the tenant's yet).
+    expect((await http(b, 'GET', `/v1/connectors`, { key: DEMO.reviewer })).status).toBe(200);
+    const [trips, reads] = [await roundTrips(b), await secretReads(b)];
+    for (let i = 0; i < 2; i += 1) {
+      expect((await page('/v1/review/approvals?limit=5')).status).toBe(200);
+      expect((await page('/v1/review/manual-reviews?limit=5')).status).toBe(200);
+    }
+    expect((await roundTrips(b)) - trips).toBe(0);
+    expect((await secretReads(b)) - reads).toBe(0);
+    // A filter by a connector the registry does not have, and no operation of it waits: refused naming it.
+    const refusal = async () => {
+      const answer = await page(`/v1/review/approvals?connector=${value}`);
+      expect(answer.status).toBe(400);
+      return answer.text;
+    };
+    try {
+      expect(await refusal()).toContain(value);
+      expect(
+        (
+          await http(a, 'PUT', '/v1/admin/connector-settings/http', {
+            key: DEMO.admin,
+            body: { secrets: { queue_token: value } },
+          })
+        ).status,
+      ).toBe(200);
+      const refused = await refusal();
+      expect(refused).not.toContain(value);
+      expect(refused).toContain(placeholder);
+    } finally {
+      await http(a, 'DELETE', '/v1/admin/connector-settings/http/secrets/queue_token', { key: DEMO.admin });
+    }
+  });
+
   it('what a read of the execution found (no secrets) is not trusted past a change: the next GET, events page and stream of that process show the placeholder', async () => {
     const value = `read-${unique('v').replace(/[^a-z0-9]/gi, '')}`;
     const placeholder = '{{secret:read_token}}';

@@ -1,5 +1,8 @@
--- count
-SELECT count(*)::int AS n FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
+-- countWithSecretsHeld
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $1 AND x.connector = ANY($8::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT count(*)::int AS n FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
        AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested'
              AND e.deadline_at > clock_timestamp())
@@ -8,7 +11,7 @@ SELECT count(*)::int AS n FROM operations o JOIN executions e ON e.id = o.execut
              AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
        AND ($5::text IS NULL OR o.connector = $5)
        AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
-            OR e.intent ILIKE $7 OR e.agent_id ILIKE $7);
+            OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)) r ON true;
 
 -- page
 SELECT {columns:Operation o} FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id

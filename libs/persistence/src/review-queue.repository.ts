@@ -2,7 +2,7 @@ import { OperationStatus, TerminalReason } from '@verity/status-model';
 import { EntityManager } from 'typeorm';
 import { ExecutionEntity, OperationEntity } from './entities';
 import { Queryable, rows, sqlLiterals } from './sql';
-import { selectEntities } from './store';
+import { type SecretsHeld, selectEntities, withSecretsHeld } from './store';
 
 export type ReviewQueue = 'approvals' | 'manual_reviews';
 
@@ -35,7 +35,9 @@ const QUEUE_FILTER = `FROM operations o JOIN executions e ON e.id = o.execution_
             OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)`;
 
 export const REVIEW_QUEUE_SQL = {
-  count: `SELECT count(*)::int AS n ${QUEUE_FILTER}`,
+  // The queue's count, and whether the tenant holds any secret for the connectors that take them ($8; withSecretsHeld):
+  // what the page is redacted with, told by the page's first statement (an empty queue's too).
+  countWithSecretsHeld: withSecretsHeld(`SELECT count(*)::int AS n ${QUEUE_FILTER}`, 1, 8),
   page: `SELECT {columns:Operation o} ${QUEUE_FILTER}
        AND ($8::text IS NULL OR o.id < $8)
      ORDER BY o.id DESC LIMIT $9`,
@@ -69,6 +71,14 @@ function filterParams(tenantId: string, queue: ReviewQueue, filter: ReviewQueueF
   ];
 }
 
+/** One page of a queue (reviewQueuePage). */
+export interface ReviewQueuePage {
+  operations: OperationEntity[];
+  more: boolean;
+  total: number;
+  executions: ExecutionEntity[];
+}
+
 /**
  * One page of a queue, newest first by id (ids are time-ordered, so the id is also a stable cursor): up to `limit`
  * operations after `cursor`, whether more follow, the queue's total, and the page's executions.
@@ -78,9 +88,27 @@ export async function reviewQueuePage(
   tenantId: string,
   queue: ReviewQueue,
   filter: ReviewQueueFilter & { cursor?: string; limit: number },
-): Promise<{ operations: OperationEntity[]; more: boolean; total: number; executions: ExecutionEntity[] }> {
+): Promise<ReviewQueuePage> {
+  return (await reviewQueuePageWithSecretsHeld(db, tenantId, queue, filter, [])).found;
+}
+
+/**
+ * The page (reviewQueuePage), and whether the tenant holds any secret for `secretConnectors` (every connector that
+ * takes them; withSecretsHeld), told by its first statement — of an empty queue too.
+ */
+export async function reviewQueuePageWithSecretsHeld(
+  db: EntityManager,
+  tenantId: string,
+  queue: ReviewQueue,
+  filter: ReviewQueueFilter & { cursor?: string; limit: number },
+  secretConnectors: readonly string[],
+): Promise<SecretsHeld<ReviewQueuePage>> {
   const params = filterParams(tenantId, queue, filter);
-  const [{ n: total }] = await rows<{ n: number }>(db, REVIEW_QUEUE_SQL.count, params);
+  const [counted] = await rows<{ n: number; holds_secrets: boolean }>(db, REVIEW_QUEUE_SQL.countWithSecretsHeld, [
+    ...params,
+    secretConnectors,
+  ]);
+  const total = counted.n;
   const found = await selectEntities(db, OperationEntity, REVIEW_QUEUE_SQL.page, [
     ...params,
     filter.cursor ?? null,
@@ -93,7 +121,10 @@ export async function reviewQueuePage(
         tenantId,
       ])
     : [];
-  return { operations, more: found.length > filter.limit, total, executions };
+  return {
+    found: { operations, more: found.length > filter.limit, total, executions },
+    holdsSecrets: counted.holds_secrets !== false,
+  };
 }
 
 export async function reviewQueueCounts(

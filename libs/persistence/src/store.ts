@@ -610,7 +610,7 @@ const OPERATION_BY_ID = `SELECT {columns:Operation t} FROM operations t WHERE t.
  * an empty page is told too (readWithSecretsHeld). `orderBy`: the order of `read`'s rows, kept (a lateral subquery's
  * order is not promised by itself).
  */
-function withSecretsHeld(read: string, tenant: number, connectors: number, orderBy?: string): string {
+export function withSecretsHeld(read: string, tenant: number, connectors: number, orderBy?: string): string {
   return `SELECT r.*, h.holds_secrets
      FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
                            WHERE x.tenant_id = $${tenant} AND x.connector = ANY($${connectors}::text[])) AS holds_secrets) h
@@ -848,7 +848,7 @@ export interface SecretsHeld<T> {
  * Runs a `{columns:…}` statement built by withSecretsHeld: its rows (the one whose columns are all null, left out) and
  * whether the tenant holds any secret, as of the same snapshot. Told "none" only when the probe answered so.
  */
-async function readWithSecretsHeld(
+export async function readWithSecretsHeld(
   db: EntityManager,
   sql: string,
   params: unknown[],

@@ -1,11 +1,19 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { ExecutionEntity, ReviewQueue, readSnapshot, reviewQueueCounts, reviewQueuePage } from '@verity/persistence';
-import { ConnectorRegistry } from '@verity/connectors';
+import {
+  ExecutionEntity,
+  ReviewQueue,
+  readSnapshot,
+  reviewQueueCounts,
+  reviewQueuePage,
+  reviewQueuePageWithSecretsHeld,
+} from '@verity/persistence';
+import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
 import { TerminalReason } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { pastDeadlineAt } from '../executions/approval-clock';
+import { readForAnswer } from '../executions/execution-read';
 import { presentOperation } from '../executions/presenter';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { Problem } from '../problem/problem';
@@ -35,6 +43,7 @@ export class ReviewService {
     @InjectDataSource() private readonly db: DataSource,
     private readonly holds: ResolutionOptionsService,
     private readonly connectors: ConnectorRegistry,
+    private readonly tenantConnectors: TenantConnectors,
   ) {}
 
   /** Whether any operation of the connector waits in the queue, whatever else a query filters by. */
@@ -53,8 +62,15 @@ export class ReviewService {
    * judged from after that cancel.
    */
   async list(principal: Principal, queue: ReviewQueue, query: QueueQuery) {
+    // Begun before the snapshot: the page's first read tells whether the tenant holds any secret (readForAnswer).
+    const secretsRead = this.tenantConnectors.secretsReadBegins();
     return readSnapshot(this.db, async (db) => {
-      const found = await reviewQueuePage(db, principal.tenantId, queue, query);
+      const found = await readForAnswer(
+        this.tenantConnectors,
+        principal.tenantId,
+        (held) => reviewQueuePageWithSecretsHeld(db, principal.tenantId, queue, query, held),
+        secretsRead,
+      );
       if (
         query.connector !== undefined &&
         found.total === 0 &&
