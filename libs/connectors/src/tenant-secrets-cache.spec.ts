@@ -173,6 +173,31 @@ describe('TenantSecretsCache', () => {
     expect(await later).toBe('v2');
   });
 
+  it('what a read begun earlier found does not replace what one begun later found: a request that arrived between them needs no round trip', async () => {
+    const cache = new TenantSecretsCache<string>();
+    const trips = roundTrips();
+    cache.setLive(true, trips.heard);
+    // Two statements that tell what the tenant holds (intakes under way at once): one begins, a request arrives, the
+    // request's own begins; the request's ends first, the other last.
+    const earlier = cache.reading();
+    const since = cache.now();
+    const own = cache.reading();
+    cache.found('acme', own, 'none', 0);
+    cache.found('acme', earlier, 'none', 0);
+    const acme = reader('v1');
+    const answered = cache.get('acme', acme.read(), since);
+    const sent = trips.sent;
+    // (Answered when one was sent, so the read ends either way.)
+    if (sent > 0) await trips.answer();
+    expect(await answered).toBe('none');
+    expect(sent).toBe(0);
+    expect(acme.reads).toBe(0);
+    // A change announced after both still drops it: the next answer reads.
+    cache.changed('acme');
+    expect(await cache.get('acme', acme.read(), since)).toBe('v1');
+    expect(acme.reads).toBe(1);
+  });
+
   it('a round trip sent before a request arrived does not confirm it: the next one does, shared by all who ask meanwhile', async () => {
     const trips = roundTrips();
     const cache = liveCache(trips.heard);

@@ -142,6 +142,12 @@ export class TenantSecretsCache<T = unknown> {
    */
   found(tenantId: string, read: SecretsRead, value: T, size: number): void {
     if (!this.live || read.generation !== this.generation || size > MAX_CACHED_CHARACTERS) return;
+    // What a read begun later found is kept already (reads run at once, and this one ended last): it stays. It serves
+    // every request this one would (those that arrived before this one began) and those that arrived in between, with
+    // no round trip; a change this one saw and it did not was committed after it began, and is heard by a request
+    // that arrived after that (its round trip) — or, announced, drops it. Replaced, those requests made a round trip.
+    const kept = this.entries.get(tenantId);
+    if (kept && kept.moment > read.moment) return;
     this.drop(tenantId);
     while (
       this.entries.size > 0 &&
