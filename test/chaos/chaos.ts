@@ -12,7 +12,8 @@ import { createRedisClient, loadConfig } from '@verity/platform';
 import { JobName, JobProducer, QueueShards } from '@verity/queues';
 import { AppProcess, Cluster, sleep } from './cluster';
 import { ChaosActions, InvariantReport, checkInvariants, drain, noChaosActions } from './invariants';
-import { PlannedExecution, faultRules, planWorkload, seededRandom } from './workload';
+import { seededRandom } from '../support/seeded-random';
+import { PlannedExecution, faultRules, planWorkload } from './workload';
 
 export interface ChaosOptions {
   /** Operations to submit (executions are planned until this many operations). */

@@ -5,18 +5,6 @@
  */
 import type { OperationRequest, SubmissionRequest } from '@verity/sdk';
 
-/** mulberry32: small, fast, good enough to make a run reproducible from its seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export type Shape = 'payment' | 'sms' | 'chain' | 'approval' | 'decline';
 
 /** Share of executions per shape (chains carry two operations, the rest one). */

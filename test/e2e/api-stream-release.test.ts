@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { expectDescribed } from '../support/openapi-validator';
+import { seededRandom } from '../support/seeded-random';
 import { SseStream, openStream } from './api-sse';
 
 type Answer = { status: number; type: string; first: string; headers: IncomingHttpHeaders };
@@ -11,18 +12,6 @@ const CAP = 4;
 // Leases live three heartbeats (a minute here): a slot that comes back within the wait below was released, not expired.
 const HEARTBEAT_MS = 20_000;
 const FREE_WITHIN_MS = 15_000;
-
-/** A small seeded generator, so a failing run can be replayed from the seed it prints. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Departure =
   | { how: 'reset'; afterMs: number }
@@ -90,7 +79,7 @@ describe('SSE stream slots are released whenever the client goes away', () => {
     const port = Number(new URL(stack.apiUrl).port);
 
     const seed = Date.now() % 1_000_000;
-    const next = random(seed);
+    const next = seededRandom(seed);
     const departures: Departure[] = Array.from({ length: 40 }, (_, i): Departure => {
       const afterMs = Math.floor(next() * 40);
       return (

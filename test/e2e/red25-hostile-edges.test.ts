@@ -1,7 +1,7 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
-import { tableSignature } from '../fuzz/fuzz';
+import { publicTables, tableSignature } from '../fuzz/fuzz';
 import { events, submit, waitForApprovalRequest } from './dispatcher-helpers';
 
 /**
@@ -63,11 +63,7 @@ describe('hostile input at the edges of the limits', () => {
             : `{"reason":${objects(20)}}`,
       ],
     ];
-    const tables = (
-      (await stack.db.dataSource.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public'`)) as {
-        tablename: string;
-      }[]
-    ).map((t) => t.tablename);
+    const tables = await publicTables(stack);
     const before = await tableSignature(stack, tables);
     const answers: unknown[] = [];
     const expected: unknown[] = [];

@@ -2,7 +2,7 @@ import { createApiKey } from '@verity/persistence';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
-import { tableSignature } from '../fuzz/fuzz';
+import { publicTables, tableSignature } from '../fuzz/fuzz';
 import { OpenApiDocument, operationsOf } from '../fuzz/requests';
 
 type Role = 'agent' | 'reviewer' | 'admin';
@@ -101,11 +101,7 @@ describe('wrong role or tenant on every route that writes', () => {
       'POST /v1/admin/webhooks': { url: 'https://hooks.example.com/other', events: ['operation.settled'] },
     };
 
-    const tables = (
-      (await stack.db.dataSource.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public'`)) as {
-        tablename: string;
-      }[]
-    ).map((t) => t.tablename);
+    const tables = await publicTables(stack);
     const before = await tableSignature(stack, tables);
     const answers: unknown[] = [];
     const expected: unknown[] = [];

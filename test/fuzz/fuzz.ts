@@ -146,6 +146,14 @@ export function isJsonRpcError(operation: string, answer: Answer): boolean {
   }
 }
 
+/** The names of the application's tables (schema public), for tableSignature. */
+export async function publicTables(stack: Stack): Promise<string[]> {
+  const found = (await stack.db.dataSource.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public'`)) as {
+    tablename: string;
+  }[];
+  return found.map((t) => t.tablename);
+}
+
 /** Row count and newest row version of every table but the migrations log. */
 export async function tableSignature(stack: Stack, tables: string[]): Promise<Record<string, string>> {
   const sql = tables
