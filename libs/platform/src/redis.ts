@@ -210,12 +210,47 @@ const UNREACHABLE_CODES = new Set([
 
 const OFFLINE_REFUSAL = "Stream isn't writeable and enableOfflineQueue options is false";
 
-/** Whether an error says only that Redis cannot be reached now (refused, reset, closed), not what went wrong in it. */
+/** ioredis' Cluster client refusing a command because it has no usable connection to the cluster now. */
+const CLUSTER_UNREACHABLE = new Set([
+  "Cluster isn't ready and enableOfflineQueue options is false",
+  'None of startup nodes is available',
+  'Failed to refresh slots cache.',
+  'Cluster is disconnected.',
+]);
+
+/** What ioredis' Cluster client rejects a command with once it gave up redirecting or retrying it. */
+const CLUSTER_GAVE_UP = 'Too many Cluster redirections. Last error: ';
+
+/**
+ * The error a Redis Cluster client's rejection is about: ioredis retries a command that met a closed connection, a
+ * cluster that is down (CLUSTERDOWN: a slot no node serves, e.g. its master killed) or a redirection (MOVED, ASK,
+ * TRYAGAIN; a node still naming the killed master as the slot's owner), and after as many tries as it takes rejects it
+ * with the last error written into its message (`Too many Cluster redirections. Last error: Error: Connection is
+ * closed.`): that last error's message (its class name taken off), or the message itself when it is no such rejection.
+ */
+function lastClusterError(message: string): string {
+  if (!message.startsWith(CLUSTER_GAVE_UP)) return message;
+  return message.slice(CLUSTER_GAVE_UP.length).replace(/^[A-Za-z]*Error: /, '');
+}
+
+/**
+ * Whether an error says only that Redis cannot be reached now (refused, reset, closed; on a cluster also a slot no
+ * node serves, or a client with no node to ask), not what went wrong in it.
+ */
 export function isRedisUnreachable(error: unknown): boolean {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   if (typeof code === 'string' && UNREACHABLE_CODES.has(code)) return true;
+  if (typeof message !== 'string') return false;
+  const last = lastClusterError(message);
   // ioredis' refusal of a command while its connection is down and it queues none (as the producer's clients do).
-  return message === 'Connection is closed.' || message === OFFLINE_REFUSAL;
+  if (last === 'Connection is closed.' || last === OFFLINE_REFUSAL || CLUSTER_UNREACHABLE.has(last)) return true;
+  // A cluster that is down (a node gone and its slots with it).
+  if (/^CLUSTERDOWN\b/.test(last)) return true;
+  if (last === message) return false;
+  // Given up on: still redirected after as many tries (the slot's owner unreachable, or moving), or a connection refused
+  // to a node (in words only).
+  if (/^(MOVED|ASK|TRYAGAIN)\b/.test(last)) return true;
+  return /^(connect|read|write) [A-Z]+\b/.test(last) && UNREACHABLE_CODES.has(last.split(' ')[1]);
 }
 
 /** ioredis' rejection of a command that got no reply within its `commandTimeout` (the producer's clients set one). */
@@ -227,5 +262,6 @@ const COMMAND_TIMED_OUT = 'Command timed out';
  * that timed out may still have been applied: only a read may take it as "not there now".
  */
 export function isRedisCommandTimeout(error: unknown): boolean {
-  return (error as { message?: unknown } | null)?.message === COMMAND_TIMED_OUT;
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === 'string' && lastClusterError(message) === COMMAND_TIMED_OUT;
 }
