@@ -148,7 +148,8 @@ describe('auth, keys and tenant isolation (I9)', () => {
       }
       expect(wrong).toEqual([]);
       expect(await count()).toEqual(before);
-    });
+      // Thirteen runs of the CLI, each loading it anew: a few seconds each on a loaded machine (a CI run passed 60 s).
+    }, 240_000);
 
     it('refuses a label that is not one line of plain text, and writes no key', async () => {
       // A row of `list` forged in a label: the operator reading the table sees a key that is not there, or a key
