@@ -1,6 +1,7 @@
 import { ExecutionStatus } from '@verity/status-model';
 import { insertChargeExecution, insertStandingKeys, insertTestExecution } from '../../../test/support/fixtures';
 import { waitForLockWaiter } from '../../../test/support/lock-waits';
+import { waitFor } from '../../../test/support/stack';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { OUTBOX_HORIZON_WAIT_MS } from '../../../test/support/webhook-deliveries';
 import { webhookKeyHolder } from './idempotency';
@@ -365,6 +366,25 @@ describe('webhook outbox (real Postgres)', () => {
       }
     }
 
+    /**
+     * Until a pass of the outbox can read the event (OUTBOX_HORIZON_WAIT_MS at most): no transaction older than the
+     * event's own is still running on the server. From then on every pass reads it (a transaction begun later is younger).
+     */
+    async function readableByTheOutbox(eventId: string): Promise<void> {
+      await waitFor(
+        async () =>
+          (
+            (await db.dataSource.query(
+              `SELECT txid < pg_snapshot_xmin(pg_current_snapshot()) AS readable FROM events WHERE id = $1`,
+              [eventId],
+            )) as { readable: boolean }[]
+          )[0].readable,
+        (readable) => readable,
+        OUTBOX_HORIZON_WAIT_MS,
+        50,
+      );
+    }
+
     /** A new endpoint of the tenant at `path`, sent every finished execution. */
     async function endpointAt(path: string) {
       const { endpoint } = (await createWebhookEndpoint(db.dataSource, cipher, {
@@ -480,6 +500,9 @@ describe('webhook outbox (real Postgres)', () => {
         `SELECT id FROM events WHERE execution_id = $1 AND type = 'execution.status_changed'`,
         [before],
       )) as { id: string }[];
+      // The single pass below must reach the event: it reads no event of a transaction younger than the oldest one
+      // still running on the whole server, and a test file beside this one may hold one open for many seconds.
+      await readableByTheOutbox(event.id);
       // Holds the pass at its insert of `before`'s delivery, after it read the endpoint enabled: another transaction
       // has the same (endpoint, event) row uncommitted, and the insert waits for its outcome.
       const holder = db.dataSource.createQueryRunner();
