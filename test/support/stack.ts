@@ -172,13 +172,37 @@ export class Stack {
     return (await this.startApiApp(extraEnv)).url;
   }
 
-  /** As `startApi`: the app as well as its URL (a test that stops it, or reads what it printed). */
+  /**
+   * As `startApi`: the app as well as its URL (a test that stops it, or reads what it printed). The port was free when
+   * chosen, but the API binds it only once its modules are loaded (seconds on a busy machine): another process may take
+   * it meanwhile (a test file run by a jest process beside this one draws from the same slice, see freePort). An API
+   * that exits for that (EADDRINUSE) is forgotten and another port chosen, a few times; a PORT in `extraEnv` is kept.
+   */
   async startApiApp(extraEnv: Record<string, string> = {}): Promise<{ app: RunningApp; url: string }> {
-    const port = await freePort();
-    const app = await this.startApp('api', { PORT: String(port), HOST: '127.0.0.1', ...extraEnv });
-    const url = `http://127.0.0.1:${port}`;
-    this.apiUrls.push(url);
-    return { app, url };
+    for (let attempt = 1; ; attempt += 1) {
+      const port = await freePort();
+      const env = { PORT: String(port), HOST: '127.0.0.1', ...extraEnv };
+      try {
+        const app = await this.startApp('api', env);
+        const url = `http://127.0.0.1:${env.PORT}`;
+        this.apiUrls.push(url);
+        return { app, url };
+      } catch (error) {
+        const lost =
+          error instanceof AppNotReadyError &&
+          error.app.child.exitCode !== null &&
+          error.app.output.join('').includes('EADDRINUSE');
+        if (!lost || extraEnv.PORT !== undefined || attempt === 3) throw error;
+        await this.forget(error.app);
+      }
+    }
+  }
+
+  /** An app that exited before it was ready, no longer one of the stack's (its process and pipes closed first). */
+  private async forget(app: RunningApp): Promise<void> {
+    await this.closed.get(app);
+    this.closed.delete(app);
+    this.apps.splice(this.apps.indexOf(app), 1);
   }
 
   /** `nodeArgs` follow the app's own (appNodeArgs) on node's command line, so a flag given there wins (a bench comparing settings). */
@@ -324,6 +348,16 @@ export class Stack {
   }
 }
 
+/** An app that exited, or did not say it was ready in time (`app`: what it printed). */
+class AppNotReadyError extends Error {
+  constructor(
+    readonly app: RunningApp,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 async function waitForReady(app: RunningApp, apiPort?: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   const marker = {
@@ -333,7 +367,8 @@ async function waitForReady(app: RunningApp, apiPort?: string): Promise<void> {
     'sandbox-provider': 'sandbox provider listening',
   }[app.name];
   while (Date.now() < deadline) {
-    if (app.child.exitCode !== null) throw new Error(`${app.name} exited early:\n${app.output.join('')}`);
+    if (app.child.exitCode !== null)
+      throw new AppNotReadyError(app, `${app.name} exited early:\n${app.output.join('')}`);
     if (app.output.join('').includes(marker)) {
       if (apiPort) {
         const ok = await fetch(`http://127.0.0.1:${apiPort}/health/live`).then(
@@ -345,7 +380,7 @@ async function waitForReady(app: RunningApp, apiPort?: string): Promise<void> {
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`${app.name} did not become ready:\n${app.output.join('')}`);
+  throw new AppNotReadyError(app, `${app.name} did not become ready:\n${app.output.join('')}`);
 }
 
 /**
