@@ -86,7 +86,10 @@ export interface ApprovalOptions extends ReasonOptions, DecisionOptions {
 }
 
 export interface WaitOptions extends RequestOptions {
-  /** Default 60 s. On expiry the promise rejects with a VerityTimeoutError carrying the last state seen. */
+  /**
+   * Default 60 s. On expiry the promise rejects with a VerityTimeoutError carrying the last state seen (read then,
+   * within 1 s more, if the wait had read none).
+   */
   timeoutMs?: number;
   /** Interval of the GET polling used when the stream is unavailable (default 1 s). */
   pollIntervalMs?: number;
@@ -96,6 +99,12 @@ export interface WaitOptions extends RequestOptions {
    */
   onEvent?: (event: ExecutionEvent) => void;
 }
+
+/**
+ * What a wait that ran out before reading the execution may take to read it for its VerityTimeoutError: 1 s, so that
+ * the rejection comes at most that long after `timeoutMs`.
+ */
+const EXPIRY_READ_TIMEOUT_MS = 1_000;
 
 /** Executions: submit, read, list, cancel, and follow their events. */
 export class ExecutionsApi {
@@ -179,23 +188,24 @@ export class ExecutionsApi {
   /**
    * Resolves with the execution once it is terminal, every operation has settled (terminal, MANUAL_REVIEW, or
    * ACKNOWLEDGED without read-back) and no evaluation of its criteria is still owed: the agent's part is over, even if a reviewer still owes a resolution (the stream
-   * stays open for that; use `waitFor` to wait for it). Follows the stream, reading the execution at the start and
-   * after each event that can settle it (the execution reaching a terminal status; after that, an operation reaching a
-   * status that can be settled, or `outcome.evaluated`); if the stream cannot be used, polls GET.
+   * stays open for that; use `waitFor` to wait for it). Follows the stream from its start (the log so far, then live)
+   * and reads the execution only after an event that can settle it (the execution reaching a terminal status; after
+   * that, an operation reaching a status that can be settled, or `outcome.evaluated`), or when the stream ends: usually
+   * one read and the stream. If the stream cannot be used, polls GET.
    * Rejects with a VerityTimeoutError after `timeoutMs`, or with the API's error (404 …).
    */
   waitForSettled(id: string, options: WaitOptions = {}): Promise<Execution> {
-    // Only an event that can be the last change before settled is worth a fresh read (see settlingEvents): about one
-    // read after the first, where reading after every status event took two or three more per execution.
+    // Only an event that can be the last change before settled is worth a read (see settlingEvents): about one per
+    // execution, where reading after every status event took two or three more.
     return this.waitUntil(id, isExecutionSettled, options, settlingEvents());
   }
 
   /**
    * Resolves with the execution once `predicate` holds for it, e.g.
    * `waitFor(id, (e) => e.operations.every((op) => op.status !== 'MANUAL_REVIEW'))`. The predicate is judged on the
-   * execution as read (GET) at the start and after each event the stream delivers — so a state that passes in the
-   * blink of an eye can be missed: follow `stream()` for those. If the stream cannot be used, or it ends with reason
-   * `deadline`, polls GET every `pollIntervalMs`. Rejects with a VerityConditionError when the stream ends `settled`
+   * execution as read (GET) after each event the stream delivers, from its start (the log so far, then live), and when
+   * it ends — so a state that passes in the blink of an eye can be missed: follow `stream()` for those. If the stream
+   * cannot be used, or it ends with reason `deadline`, polls GET every `pollIntervalMs`. Rejects with a VerityConditionError when the stream ends `settled`
    * (nothing can change any more) and the predicate still does not hold, a VerityTimeoutError after `timeoutMs`, or
    * the API's error (404, 401 once the key is revoked …).
    */
@@ -220,9 +230,10 @@ export class ExecutionsApi {
     const signal = controller.signal;
     let last: Execution | undefined;
     try {
-      last = await this.get(id, { signal });
-      if (predicate(last)) return last;
       try {
+        // No read before the stream: followed from its start, it first delivers the log so far, so an execution
+        // already settled (or already passing) is read after the event that made it so, or at the stream's end. Its
+        // refusals are the API's (404, 401 …), thrown below as a first read's were.
         const stream = this.stream(id, { signal, retryOnBusy: false, maxReconnects: 3 });
         // Returning from inside the loop closes the connection.
         for await (const event of stream) {
@@ -251,7 +262,11 @@ export class ExecutionsApi {
         await sleep(pollIntervalMs, signal);
       }
     } catch (error) {
-      if (signal.aborted && signal.reason === timeout) throw new VerityTimeoutError(id, timeoutMs, last);
+      if (signal.aborted && signal.reason === timeout) {
+        // Nothing was read yet (no event worth a read came): the state at expiry, read under a bound of its own.
+        last ??= await readAtExpiry(this, id, options.signal);
+        throw new VerityTimeoutError(id, timeoutMs, last);
+      }
       throw error;
     } finally {
       clearTimeout(timer);
@@ -287,6 +302,24 @@ export class ExecutionsApi {
       signal: options.signal,
     });
     return result.data;
+  }
+}
+
+/** The execution, read within EXPIRY_READ_TIMEOUT_MS (and the caller's signal); undefined if it could not be. */
+async function readAtExpiry(
+  executions: ExecutionsApi,
+  id: string,
+  callerSignal: AbortSignal | undefined,
+): Promise<Execution | undefined> {
+  const bound = new AbortController();
+  const timer = setTimeout(() => bound.abort(), EXPIRY_READ_TIMEOUT_MS);
+  const signal = callerSignal ? AbortSignal.any([callerSignal, bound.signal]) : bound.signal;
+  try {
+    return await executions.get(id, { signal });
+  } catch {
+    return undefined;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -1,6 +1,7 @@
 import { createServer, ServerResponse } from 'node:http';
 import { Verity } from './client';
 import type { Execution, ExecutionEvent } from './types';
+import { VerityConditionError, VerityError, VerityTimeoutError } from './errors';
 import { closedAfterEachTest, listenLocally, waitUntil } from '../../../test/support/local-server';
 
 const KEY = 'sk-test-secret-key-789';
@@ -103,7 +104,7 @@ async function waitingOn(initial: Execution, onEvent?: (event: ExecutionEvent) =
 }
 
 describe('waitForSettled reads only after an event that can settle the execution', () => {
-  it('reads once after the first: at the execution reaching a terminal status, none for the steps before it', async () => {
+  it('reads once: at the execution reaching a terminal status, none for the steps before it', async () => {
     const seen: ExecutionEvent[] = [];
     const { api, waiting } = await waitingOn(execution('created', 'PREPARED'), (e) => seen.push(e));
     api.tell('execution.created', 'created');
@@ -115,12 +116,12 @@ describe('waitForSettled reads only after an event that can settle the execution
     api.tell('execution.status_changed', 'validating_output', execution('validating_output', 'VERIFIED'));
     await waitUntil(() => seen.length === 6);
     // Every event so far was taken (each read comes before the next event is), and none of them was read after.
-    expect(api.gets()).toBe(1);
+    expect(api.gets()).toBe(0);
 
     api.tell('execution.status_changed', 'completed', execution('completed', 'VERIFIED'));
     const settled = await waiting;
     expect(settled.status).toBe('completed');
-    expect(api.gets()).toBe(2);
+    expect(api.gets()).toBe(1);
   });
 
   it('does not miss an operation that settles after the execution ended: its event is the one read after', async () => {
@@ -132,13 +133,13 @@ describe('waitForSettled reads only after an event that can settle the execution
     api.tell('operation.status_changed', 'UNKNOWN', execution('running', 'UNKNOWN'));
     // Cancelled around a charge nobody can vouch for: terminal, not settled (the reconciler will read the source).
     api.tell('execution.status_changed', 'cancelled', execution('cancelled', 'UNKNOWN'));
-    await waitUntil(() => api.gets() >= 2);
+    await waitUntil(() => api.gets() >= 1);
     api.tell('operation.status_changed', 'RECONCILING', execution('cancelled', 'RECONCILING'));
     await waitUntil(() => seen.some((e) => e.to_status === 'RECONCILING'));
     api.tell('operation.status_changed', 'VERIFIED', execution('cancelled', 'VERIFIED'));
     const settled = await waiting;
     expect(settled.operations[0].status).toBe('VERIFIED');
-    expect(api.gets()).toBe(3);
+    expect(api.gets()).toBe(2);
   });
 
   it('does not miss the evaluation of the criteria owed after the last change: outcome.evaluated is read after', async () => {
@@ -147,11 +148,11 @@ describe('waitForSettled reads only after an event that can settle the execution
     api.tell('operation.status_changed', 'VERIFIED');
     // Terminal with every operation settled, and still owed the pass the criterion gives now: not settled yet.
     api.tell('execution.status_changed', 'cancelled', withCriterion('cancelled', 'VERIFIED', 'pending'));
-    await waitUntil(() => api.gets() >= 2);
+    await waitUntil(() => api.gets() >= 1);
     api.tell('outcome.evaluated', null, withCriterion('cancelled', 'VERIFIED', 'pass'));
     const settled = await waiting;
     expect(settled.criteria_results?.[0].verdict).toBe('pass');
-    expect(api.gets()).toBe(3);
+    expect(api.gets()).toBe(2);
   });
 
   it('reads after every status event while the stream has told no execution status (or one this SDK does not know)', async () => {
@@ -159,6 +160,159 @@ describe('waitForSettled reads only after an event that can settle the execution
     // A stream resumed past its start: the operation's event is the one that tells the change.
     api.tell('operation.status_changed', 'MANUAL_REVIEW', execution('completed', 'MANUAL_REVIEW'));
     expect((await waiting).operations[0].status).toBe('MANUAL_REVIEW');
-    expect(api.gets()).toBe(2);
+    expect(api.gets()).toBe(1);
+  });
+});
+
+/**
+ * One execution whose log is already written, behind a real HTTP server: the stream (from its start) delivers `log`
+ * at once and then ends with `end` (or stays open when none), or is refused with `streamStatus`; GET answers `state`
+ * (or `getStatus`). Every request is recorded as `<kind>` (`get`, `stream`, `events`), in order.
+ */
+async function loggedExecution(opts: {
+  state: Execution;
+  log: [type: string, toStatus: string | null][];
+  end?: 'settled' | 'deadline';
+  streamStatus?: number;
+  getStatus?: number;
+}) {
+  const requests: string[] = [];
+  const server = await listenLocally(
+    createServer((req, res) => {
+      const problem = (status: number) => {
+        res.writeHead(status, { 'content-type': 'application/problem+json' });
+        res.end(JSON.stringify({ type: 'about:blank', title: 'x', status }));
+      };
+      if (req.url!.endsWith('/stream')) {
+        requests.push('stream');
+        if (opts.streamStatus) return problem(opts.streamStatus);
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('retry: 10\n\n');
+        opts.log.forEach(([type, toStatus], i) => {
+          const event = { id: `evt_${i + 1}`, seq: i + 1, execution_id: 'exe_1', type, to_status: toStatus, data: {} };
+          res.write(`id: ${event.id}\nevent: ${type}\ndata: ${JSON.stringify(event)}\n\n`);
+        });
+        if (opts.end) res.end(`event: end\ndata: ${JSON.stringify({ reason: opts.end })}\n\n`);
+        return;
+      }
+      if (req.url!.includes('/events')) {
+        requests.push('events');
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end(JSON.stringify({ data: [], next_cursor: null }));
+      }
+      requests.push('get');
+      if (opts.getStatus) return problem(opts.getStatus);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(opts.state));
+    }),
+  );
+  closeAfterTest(server);
+  return { dx: new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 }), requests };
+}
+
+const SETTLED_LOG: [string, string | null][] = [
+  ['execution.created', 'created'],
+  ['execution.status_changed', 'running'],
+  ['operation.status_changed', 'SENT'],
+  ['operation.status_changed', 'VERIFIED'],
+  ['execution.status_changed', 'completed'],
+];
+
+describe('a wait opens the stream without reading the execution first', () => {
+  it('waits for a submitted execution with one read and the stream: the read after the event that settles it', async () => {
+    const seen: ExecutionEvent[] = [];
+    const { api, waiting } = await waitingOn(execution('created', 'PREPARED'), (e) => seen.push(e));
+    api.tell('execution.created', 'created');
+    await waitUntil(() => seen.length === 1);
+    expect(api.gets()).toBe(0);
+    api.tell('operation.status_changed', 'VERIFIED', execution('running', 'VERIFIED'));
+    api.tell('execution.status_changed', 'completed', execution('completed', 'VERIFIED'));
+    expect((await waiting).status).toBe('completed');
+    expect(api.gets()).toBe(1);
+  });
+
+  it('resolves on an execution already settled: the stream delivers its log, one read after the terminal event', async () => {
+    const { dx, requests } = await loggedExecution({
+      state: execution('completed', 'VERIFIED'),
+      log: SETTLED_LOG,
+      end: 'settled',
+    });
+    const seen: ExecutionEvent[] = [];
+    const settled = await dx.waitForSettled('exe_1', { timeoutMs: 10_000, onEvent: (e) => seen.push(e) });
+    expect(settled.status).toBe('completed');
+    expect(requests).toEqual(['stream', 'get', 'events']);
+    // onEvent was handed the log up to the read, from the stream and then the rest of the log (none here).
+    expect(seen.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('waitFor resolves on a predicate that already holds, from the first event of the log', async () => {
+    const { dx, requests } = await loggedExecution({ state: execution('completed', 'VERIFIED'), log: SETTLED_LOG });
+    const done = await dx.waitFor('exe_1', (e) => e.status === 'completed', { timeoutMs: 10_000 });
+    expect(done.status).toBe('completed');
+    expect(requests).toEqual(['stream', 'get']);
+  });
+
+  it('waitFor rejects with a VerityConditionError when the stream of a settled execution ends and it does not hold', async () => {
+    const { dx, requests } = await loggedExecution({
+      state: execution('completed', 'FAILED'),
+      log: [['execution.created', 'created']],
+      end: 'settled',
+    });
+    const error = await dx.waitFor('exe_1', (e) => e.status === 'failed', { timeoutMs: 10_000 }).catch((e) => e);
+    expect(error).toBeInstanceOf(VerityConditionError);
+    expect(requests).toEqual(['stream', 'get', 'get']);
+  });
+
+  it.each([404, 401, 403, 400])(
+    'rejects with the API’s %i given when the stream is opened, with no read',
+    async (status) => {
+      const { dx, requests } = await loggedExecution({
+        state: execution('completed', 'VERIFIED'),
+        log: [],
+        streamStatus: status,
+        getStatus: status,
+      });
+      const error = await dx.waitForSettled('exe_1', { timeoutMs: 10_000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(VerityError);
+      expect((error as VerityError).status).toBe(status);
+      expect(requests).toEqual(['stream']);
+    },
+  );
+
+  it('polls GET when the stream is refused (too many streams), from the first read', async () => {
+    const { dx, requests } = await loggedExecution({
+      state: execution('completed', 'VERIFIED'),
+      log: [],
+      streamStatus: 429,
+    });
+    expect((await dx.waitForSettled('exe_1', { timeoutMs: 10_000 })).status).toBe('completed');
+    expect(requests).toEqual(['stream', 'get']);
+  });
+
+  it('reads the execution once at expiry when no event was worth a read, for the timeout to carry it', async () => {
+    const { dx, requests } = await loggedExecution({
+      state: execution('waiting_for_approval', 'PREPARED'),
+      log: [
+        ['execution.created', 'created'],
+        ['execution.status_changed', 'waiting_for_approval'],
+      ],
+    });
+    const error = (await dx.waitForSettled('exe_1', { timeoutMs: 300 }).catch((e: unknown) => e)) as VerityTimeoutError;
+    expect(error).toBeInstanceOf(VerityTimeoutError);
+    expect(error.lastExecution?.status).toBe('waiting_for_approval');
+    expect(requests).toEqual(['stream', 'get']);
+  });
+
+  it('does not read at expiry when the caller aborted the wait', async () => {
+    const { dx, requests } = await loggedExecution({
+      state: execution('waiting_for_approval', 'PREPARED'),
+      log: [['execution.created', 'created']],
+    });
+    const controller = new AbortController();
+    const waiting = dx.waitForSettled('exe_1', { timeoutMs: 10_000, signal: controller.signal }).catch((e) => e);
+    await waitUntil(() => requests.length === 1);
+    controller.abort(new Error('enough'));
+    expect(await waiting).toEqual(new Error('enough'));
+    expect(requests).toEqual(['stream']);
   });
 });
