@@ -88,7 +88,8 @@ export interface ApprovalOptions extends ReasonOptions, DecisionOptions {
 export interface WaitOptions extends RequestOptions {
   /**
    * Default 60 s. On expiry the promise rejects with a VerityTimeoutError carrying the last state seen (read then,
-   * within 1 s more, if the wait had read none).
+   * within 1 s more, if the wait had read none or its last read was cut short; a state read then that is the one waited
+   * for resolves the wait instead).
    */
   timeoutMs?: number;
   /** Interval of the GET polling used when the stream is unavailable (default 1 s). */
@@ -229,6 +230,14 @@ export class ExecutionsApi {
     options.signal?.addEventListener('abort', fromCaller, { once: true });
     const signal = controller.signal;
     let last: Execution | undefined;
+    // A read under way when time runs out was cut short: what it would have told is read again at expiry.
+    let reading = false;
+    const read = async (): Promise<Execution> => {
+      reading = true;
+      const execution = await this.get(id, { signal });
+      reading = false;
+      return (last = execution);
+    };
     try {
       try {
         // No read before the stream: followed from its start, it first delivers the log so far, so an execution
@@ -239,16 +248,16 @@ export class ExecutionsApi {
         for await (const event of stream) {
           options.onEvent?.(event);
           if (!worthReading(event)) continue;
-          last = await this.get(id, { signal });
-          if (predicate(last)) {
+          const current = await read();
+          if (predicate(current)) {
             // The read may be ahead of the stream: hand `onEvent` the events up to the state that satisfied it.
             if (options.onEvent) await this.catchUp(id, stream.lastEventId, options.onEvent, signal);
-            return last;
+            return current;
           }
         }
-        last = await this.get(id, { signal });
-        if (predicate(last)) return last;
-        if (stream.endReason === 'settled') throw new VerityConditionError(id, last);
+        const atEnd = await read();
+        if (predicate(atEnd)) return atEnd;
+        if (stream.endReason === 'settled') throw new VerityConditionError(id, atEnd);
         // deadline: a reviewer may still act, unseen by any stream; key_revoked: the next GET says so.
       } catch (error) {
         if (signal.aborted || error instanceof VerityConditionError) throw error;
@@ -257,14 +266,17 @@ export class ExecutionsApi {
         // Anything else (too many streams, a network that cannot hold a stream): poll.
       }
       while (true) {
-        last = await this.get(id, { signal });
-        if (predicate(last)) return last;
+        const current = await read();
+        if (predicate(current)) return current;
         await sleep(pollIntervalMs, signal);
       }
     } catch (error) {
       if (signal.aborted && signal.reason === timeout) {
-        // Nothing was read yet (no event worth a read came): the state at expiry, read under a bound of its own.
-        last ??= await readAtExpiry(this, id, options.signal);
+        // Nothing was read yet (no event worth a read came), or the read after the last event worth one was cut short:
+        // the state at expiry, read under a bound of its own. Found to be the one waited for (it came as time ran out),
+        // it is the answer: a VerityTimeoutError carrying a state that passes would say it never came.
+        if (last === undefined || reading) last = (await readAtExpiry(this, id, options.signal)) ?? last;
+        if (last !== undefined && predicate(last)) return last;
         throw new VerityTimeoutError(id, timeoutMs, last);
       }
       throw error;

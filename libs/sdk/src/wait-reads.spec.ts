@@ -316,3 +316,71 @@ describe('a wait opens the stream without reading the execution first', () => {
     expect(requests).toEqual(['stream']);
   });
 });
+
+/**
+ * An execution whose stream delivers `log` at once and stays open; its GETs are answered from `reads` in turn: an
+ * execution, or `held` — never answered, as a read cut short by the wait's expiry (the request ends when the client
+ * aborts it). Every request is recorded as `<kind>`, in order.
+ */
+async function readsCutAtExpiry(log: [type: string, toStatus: string | null][], reads: (Execution | 'held')[]) {
+  const requests: string[] = [];
+  const server = await listenLocally(
+    createServer((req, res) => {
+      if (req.url!.endsWith('/stream')) {
+        requests.push('stream');
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('retry: 10\n\n');
+        log.forEach(([type, toStatus], i) => {
+          const event = { id: `evt_${i + 1}`, seq: i + 1, execution_id: 'exe_1', type, to_status: toStatus, data: {} };
+          res.write(`id: ${event.id}\nevent: ${type}\ndata: ${JSON.stringify(event)}\n\n`);
+        });
+        return;
+      }
+      requests.push('get');
+      const answer = reads.shift() ?? 'held';
+      if (answer === 'held') return;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(answer));
+    }),
+  );
+  closeAfterTest(server);
+  return { dx: new Verity({ baseUrl: server.url, apiKey: KEY, backoffMs: 5 }), requests };
+}
+
+describe('a wait whose time runs out as the event that settles the execution arrives', () => {
+  // The read after the settling event was under way when time ran out: the read at expiry finds the state waited for,
+  // which is the wait's answer — not a VerityTimeoutError saying it did not settle while carrying it settled.
+  it('resolves with the execution the read at expiry finds settled, when the read after its settling event was cut', async () => {
+    const { dx, requests } = await readsCutAtExpiry(SETTLED_LOG, ['held', execution('completed', 'VERIFIED')]);
+    const settled = await dx.waitForSettled('exe_1', { timeoutMs: 1_500 });
+    expect(settled.status).toBe('completed');
+    expect(requests).toEqual(['stream', 'get', 'get']);
+  });
+
+  it('reads again at expiry when a read was cut short though an earlier one was made, and resolves on what it finds', async () => {
+    const { dx, requests } = await readsCutAtExpiry(
+      [
+        ['execution.created', 'created'],
+        ['operation.status_changed', 'UNKNOWN'],
+        ['execution.status_changed', 'cancelled'],
+        ['operation.status_changed', 'VERIFIED'],
+      ],
+      // The read after `cancelled` (the charge still UNKNOWN), the one after VERIFIED cut, then the read at expiry.
+      [execution('cancelled', 'UNKNOWN'), 'held', execution('cancelled', 'VERIFIED')],
+    );
+    const settled = await dx.waitForSettled('exe_1', { timeoutMs: 1_500 });
+    expect(settled.operations[0].status).toBe('VERIFIED');
+    expect(requests).toEqual(['stream', 'get', 'get', 'get']);
+  });
+
+  it('still rejects with a VerityTimeoutError carrying the state read at expiry when it is not the one waited for', async () => {
+    const { dx, requests } = await readsCutAtExpiry(SETTLED_LOG, ['held', execution('completed', 'MANUAL_REVIEW')]);
+    const waitForVerified = (e: Execution) => e.operations[0].status === 'VERIFIED';
+    const error = (await dx
+      .waitFor('exe_1', waitForVerified, { timeoutMs: 1_500 })
+      .catch((e: unknown) => e)) as VerityTimeoutError;
+    expect(error).toBeInstanceOf(VerityTimeoutError);
+    expect(error.lastExecution?.operations[0].status).toBe('MANUAL_REVIEW');
+    expect(requests).toEqual(['stream', 'get', 'get']);
+  });
+});
