@@ -29,7 +29,8 @@ describe('text of blank braille cells', () => {
     return out;
   }
 
-  const BLANK = ['\u2800', ' \u2800\u2800 ', '\u2800\u200b', '\u2800\n\u2800'];
+  // U+1D159 MUSICAL SYMBOL NULL NOTEHEAD: a notehead drawn as nothing, of neither property either.
+  const BLANK = ['\u2800', ' \u2800\u2800 ', '\u2800\u200b', '\u2800\n\u2800', '\u{1D159}', '\u{1D159}\u2800'];
 
   it.each(BLANK.map((value) => [JSON.stringify(value), value]))(
     'refuses %s wherever text must say something: 400 too_small naming the field, and writes nothing',

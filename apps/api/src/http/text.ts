@@ -19,11 +19,12 @@ export function text(): z.ZodString {
 
 /**
  * Characters that show nothing: white space, the default-ignorable code points (U+200B ZERO WIDTH SPACE, U+2060
- * WORD JOINER, U+3164 HANGUL FILLER, U+FEFF…), which `trim()` keeps, and U+2800 BRAILLE PATTERN BLANK — a braille
+ * WORD JOINER, U+3164 HANGUL FILLER, U+FEFF…), which `trim()` keeps, U+2800 BRAILLE PATTERN BLANK — a braille
  * cell with no dots, drawn as nothing, which Unicode counts as neither (braille text holds it between its words, and
- * such text shows its other cells).
+ * such text shows its other cells) — and U+1D159 MUSICAL SYMBOL NULL NOTEHEAD, a notehead drawn as nothing, also
+ * neither, listed beside those two among the "invisible characters" of blank names and messages.
  */
-const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}\u2800]*$/u;
+const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}\u2800\u{1D159}]*$/u;
 
 /**
  * Refuses, as `too_small` (to a reader it says nothing, as the empty string does), a value that shows nothing. The
