@@ -741,3 +741,80 @@ describe('a request whose params do not fit its method', () => {
     expect(JSON.stringify(answer.result)).toMatch(/Input validation error/);
   });
 });
+
+describe('wait_for_execution whose time ran out', () => {
+  /** exe_1 with one charge of `opStatus`, as GET answers it. */
+  function executionOf(status: string, opStatus: string, summary: string) {
+    return {
+      id: 'exe_1',
+      status,
+      effects: { summary, counts: { [opStatus]: 1 } },
+      failure: null,
+      outcome: null,
+      criteria: [],
+      criteria_results: null,
+      operations: [
+        {
+          id: 'op_1',
+          execution_id: 'exe_1',
+          key: 'charge',
+          connector: 'sandbox.payments',
+          action: 'charge',
+          status: opStatus,
+          verification_method: 'read_after_write',
+          no_change_required: false,
+          terminal_reason: null,
+          failure: null,
+          recovery_obligation: null,
+        },
+      ],
+    };
+  }
+  const UNSETTLED = executionOf('waiting_for_approval', 'PREPARED', 'none');
+  const SETTLED = executionOf('completed', 'VERIFIED', 'all_verified');
+
+  /**
+   * An API whose stream tells `execution.created` and stays open (an approval awaited: nothing that can settle it
+   * comes), whose GETs answer `reads` in turn (the last one after that), and whose log pages are empty.
+   */
+  async function awaitingApproval(reads: object[]) {
+    const gets: string[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      if (req.url!.endsWith('/stream')) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const event = { id: 'evt_1', seq: 1, execution_id: 'exe_1', type: 'execution.created', to_status: 'created' };
+        res.write(`retry: 10\n\nid: evt_1\nevent: execution.created\ndata: ${JSON.stringify(event)}\n\n`);
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (req.url!.includes('/events')) return res.end(JSON.stringify({ data: [], next_cursor: null }));
+      gets.push(req.url!);
+      res.end(JSON.stringify(reads[Math.min(gets.length, reads.length) - 1]));
+    });
+    const { url } = await closeAfterTest(await listenLocally(server));
+    return { mcp: await connectMcp(url), gets };
+  }
+
+  // The wait ran out, and the execution settled before the state the answer carries was read: that state is the
+  // answer, not "Not settled" with `timed_out` beside a report that says settled.
+  it('answers a state read settled after the wait ran out as settled, not timed out', async () => {
+    // The wait's read at expiry finds it still waiting; the read for the answer, settled.
+    const { mcp, gets } = await awaitingApproval([UNSETTLED, SETTLED]);
+    const result = await mcp.call('wait_for_execution', { execution_id: 'exe_1', timeout_seconds: 1 });
+    expect(gets).toHaveLength(2);
+    const structured = result.structuredContent as { timed_out: boolean; report: { settled: boolean } };
+    expect(structured.report.settled).toBe(true);
+    expect(structured.timed_out).toBe(false);
+    expect(textOf(result)).not.toMatch(/Not settled/);
+  });
+
+  it('answers a state still unsettled as timed out, saying to call again', async () => {
+    const { mcp } = await awaitingApproval([UNSETTLED]);
+    const result = await mcp.call('wait_for_execution', { execution_id: 'exe_1', timeout_seconds: 1 });
+    const structured = result.structuredContent as { timed_out: boolean; report: { settled: boolean } };
+    expect(structured.report.settled).toBe(false);
+    expect(structured.timed_out).toBe(true);
+    expect(textOf(result)).toMatch(/^Not settled after 1 s; this is the current state\. Call wait_for_execution again/);
+  });
+});

@@ -16,6 +16,7 @@ import { escapeHiddenCharacters } from '../../../platform/src/text-issue';
 import { z } from 'zod';
 import type { Verity } from '../client';
 import { VerityError, VerityNetworkError, VerityTimeoutError } from '../errors';
+import { isExecutionSettled } from '../settled';
 import type { Execution } from '../types';
 import { ignoreTaskAugmentation, refuseInheritedToolNames, refuseInvalidParams } from './invalid-params';
 import { SubmitExecutionInput, text, wholeNumber } from './schema';
@@ -344,20 +345,23 @@ export function createVerityMcpServer(options: VerityMcpOptions): VerityMcp {
           else if (stopping.signal.aborted && !extra.signal.aborted) stopped = true;
           else throw error;
         }
-        const head = stopped
-          ? 'The MCP server is stopping, so the wait ended early; this is the current state. If it is not settled, ' +
-            'call wait_for_execution again once the server runs to keep waiting; never submit the execution again.'
-          : timedOut
-            ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
-            : undefined;
         // The state and its histories, read after the wait under a bound of their own that the wait leaves room for:
         // under the read bound (50 s) on top of a 50 s wait, the answer came after the client had given up.
         return read(
           extra.signal,
           async (signal) => {
             const current = timedOut || stopped ? await dx.get(execution_id, { signal }) : execution;
+            // Settled by the time of this read (after the wait ran out): what was waited for, answered as such — not
+            // "Not settled" and `timed_out` beside a report that says settled.
+            const notSettled = timedOut && !isExecutionSettled(current);
+            const head = stopped
+              ? 'The MCP server is stopping, so the wait ended early; this is the current state. If it is not settled, ' +
+                'call wait_for_execution again once the server runs to keep waiting; never submit the execution again.'
+              : notSettled
+                ? `Not settled after ${timeoutMs / 1000} s; this is the current state. Call wait_for_execution again to keep waiting; do not resubmit.`
+                : undefined;
             return executionResult(current, await histories(execution_id, signal), head, {
-              timed_out: timedOut,
+              timed_out: notSettled,
               ...(stopped ? { stopped: true } : {}),
             });
           },
