@@ -373,6 +373,17 @@ describe('a wait whose time runs out as the event that settles the execution arr
     expect(requests).toEqual(['stream', 'get', 'get', 'get']);
   });
 
+  it('resolves with the state it read settled when time runs out while it hands onEvent the rest of the log', async () => {
+    // The read after the terminal event finds it settled; the page of the log after the stream's last event is cut.
+    const { dx, requests } = await readsCutAtExpiry(SETTLED_LOG, [execution('completed', 'VERIFIED'), 'held']);
+    const seen: ExecutionEvent[] = [];
+    const settled = await dx.waitForSettled('exe_1', { timeoutMs: 1_500, onEvent: (e) => seen.push(e) });
+    expect(settled.status).toBe('completed');
+    expect(seen.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+    // The read, then the log's page (counted as a read here): nothing read again at expiry.
+    expect(requests).toEqual(['stream', 'get', 'get']);
+  });
+
   it('still rejects with a VerityTimeoutError carrying the state read at expiry when it is not the one waited for', async () => {
     const { dx, requests } = await readsCutAtExpiry(SETTLED_LOG, ['held', execution('completed', 'MANUAL_REVIEW')]);
     const waitForVerified = (e: Execution) => e.operations[0].status === 'VERIFIED';
