@@ -860,22 +860,31 @@ export async function readWithSecretsHeld(
   };
 }
 
+/** readWithSecretsHeld of a one-row read: its row through `map` (null: none found), and whether the tenant holds any secret. */
+async function firstWithSecretsHeld<T>(
+  db: EntityManager,
+  sql: string,
+  params: unknown[],
+  map: (row: Record<string, unknown>) => T,
+): Promise<SecretsHeld<T | null>> {
+  const { found, holdsSecrets } = await readWithSecretsHeld(db, sql, params);
+  const [row] = found;
+  return { found: row ? map(row) : null, holdsSecrets };
+}
+
 /**
  * The execution (as findExecution; null: no such execution of the tenant), and whether its tenant holds any secret for
  * `secretConnectors` (every connector that takes them), as of the same snapshot — told when it finds none too.
  */
-export async function findExecutionWithSecretsHeld(
+export function findExecutionWithSecretsHeld(
   db: EntityManager,
   id: string,
   tenantId: string,
   secretConnectors: readonly string[],
 ): Promise<SecretsHeld<ExecutionEntity | null>> {
-  const { found, holdsSecrets } = await readWithSecretsHeld(db, READ_SQL.executionByIdWithSecretsHeld, [
-    id,
-    tenantId,
-    secretConnectors,
-  ]);
-  return { found: found[0] ? hydrate(db, ExecutionEntity, found[0]) : null, holdsSecrets };
+  return firstWithSecretsHeld(db, READ_SQL.executionByIdWithSecretsHeld, [id, tenantId, secretConnectors], (row) =>
+    hydrate(db, ExecutionEntity, row),
+  );
 }
 
 export function findExecutionForWorker(db: EntityManager, id: string): Promise<ExecutionEntity | null> {
@@ -1030,18 +1039,15 @@ export function findOperation(db: EntityManager, id: string, tenantId: string): 
 }
 
 /** The operation (as findOperation), and whether its tenant holds any secret for `secretConnectors` (withSecretsHeld). */
-export async function findOperationWithSecretsHeld(
+export function findOperationWithSecretsHeld(
   db: EntityManager,
   id: string,
   tenantId: string,
   secretConnectors: readonly string[],
 ): Promise<SecretsHeld<OperationEntity | null>> {
-  const { found, holdsSecrets } = await readWithSecretsHeld(db, READ_SQL.operationByIdWithSecretsHeld, [
-    id,
-    tenantId,
-    secretConnectors,
-  ]);
-  return { found: found[0] ? hydrate(db, OperationEntity, found[0]) : null, holdsSecrets };
+  return firstWithSecretsHeld(db, READ_SQL.operationByIdWithSecretsHeld, [id, tenantId, secretConnectors], (row) =>
+    hydrate(db, OperationEntity, row),
+  );
 }
 
 /**
@@ -1049,22 +1055,16 @@ export async function findOperationWithSecretsHeld(
  * its tenant holds any secret for `secretConnectors` (every connector that takes them; withSecretsHeld), as of the
  * same snapshot — told when it finds no such operation too.
  */
-export async function findOperationWithVersionAndSecretsHeld(
+export function findOperationWithVersionAndSecretsHeld(
   db: EntityManager,
   id: string,
   tenantId: string,
   secretConnectors: readonly string[],
 ): Promise<SecretsHeld<{ operation: OperationEntity; version: string } | null>> {
-  const { found, holdsSecrets } = await readWithSecretsHeld(db, READ_SQL.operationWithVersionById, [
-    id,
-    tenantId,
-    secretConnectors,
-  ]);
-  const [row] = found;
-  return {
-    found: row ? { operation: hydrate(db, OperationEntity, row), version: row.version as string } : null,
-    holdsSecrets,
-  };
+  return firstWithSecretsHeld(db, READ_SQL.operationWithVersionById, [id, tenantId, secretConnectors], (row) => ({
+    operation: hydrate(db, OperationEntity, row),
+    version: row.version as string,
+  }));
 }
 
 /** The operation and its version (the ETag a decision's If-Match names; operationVersionOf), read together. */
