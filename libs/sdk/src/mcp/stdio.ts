@@ -70,6 +70,17 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): { url: str
   return { url, key };
 }
 
+/**
+ * A promise nothing awaits (a callback's, the stop's): should it reject, that is said on stderr as every other failure
+ * here and the process exits 1 — what Node's unhandled rejection would end in, with a stack instead of the message.
+ */
+function exitOnRejection(promise: Promise<unknown>, what: string): void {
+  promise.catch((error: unknown) => {
+    process.stderr.write(`verity-mcp: ${what}: ${(error as Error)?.message ?? String(error)}\n`);
+    process.exit(1);
+  });
+}
+
 async function main(): Promise<void> {
   let options: ReturnType<typeof parseOptions>;
   try {
@@ -84,7 +95,7 @@ async function main(): Promise<void> {
   const client = new Verity({ baseUrl: options.url, apiKey: options.key, userAgent: 'verity-mcp' });
   const mcp = createVerityMcpServer({ client, subscriptions: true });
   // Lines that are no JSON-RPC message are answered by jsonRpcLines; the transport reads the rest.
-  const lines = jsonRpcLines((message) => void transport.send(message));
+  const lines = jsonRpcLines((message) => exitOnRejection(transport.send(message), 'answering a line'));
   process.stdin.pipe(lines);
   const transport = new StdioServerTransport(lines);
   transport.onclose = () => {
@@ -108,7 +119,7 @@ async function main(): Promise<void> {
     const inFlight = answers.count();
     if (inFlight > 0) process.stderr.write(`verity-mcp: ${why}: answering ${inFlight} request(s) in flight first\n`);
     const grace = new Promise<'grace'>((resolve) => setTimeout(() => resolve('grace'), SHUTDOWN_GRACE_MS).unref());
-    void Promise.race([answers.idle(), grace]).then((ended) => {
+    const stopped = Promise.race([answers.idle(), grace]).then((ended) => {
       if (ended !== 'grace') return mcp.server.close();
       // The grace ran out with requests unanswered: a forced exit, 1, as every Verity process's (closing the server
       // exited 0 as if all had been answered, and the host could not tell).
@@ -119,6 +130,7 @@ async function main(): Promise<void> {
       );
       process.exit(1);
     });
+    exitOnRejection(stopped, `${why}: closing`);
   };
   // A host that quits closes our output with our input: an answer written then (a wait stopped above answers at once)
   // failed with EPIPE, unheard, and the process crashed with exit 1. Nobody reads the answers any more: it stops as at
