@@ -6,6 +6,8 @@ export interface RedisLink {
   url: string;
   /** Cuts every connection and refuses new ones: the client sees Redis go away. */
   sever(): Promise<void>;
+  /** After sever: accepts connections again, on the same address (Redis is back). */
+  mend(): Promise<void>;
   /** From now on what clients send is held back; resolves once something sent is held (a command is waiting). */
   hold(): Promise<void>;
   /** Sends on what was held, and everything after it. */
@@ -42,6 +44,7 @@ export async function redisLink(): Promise<RedisLink> {
       for (const s of sockets) s.destroy();
       await closed;
     },
+    mend: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
     hold: () =>
       new Promise<void>((resolve) => {
         held = { chunks: [], heard: resolve };
