@@ -1,5 +1,6 @@
 import { createRedis } from '@verity/platform';
 import { JobProducer } from '@verity/queues';
+import { type RedisLink, redisLink } from './redis-link';
 import { TEST_REDIS_URL, clearRedisPrefix, testQueuePrefix } from './services';
 
 export interface ProducerSetup {
@@ -26,6 +27,19 @@ export async function withProducer(
     await producer.close();
     disconnectForGood(redis);
     await clearRedisPrefix(prefix);
+  }
+}
+
+/** withProducer over a link to the test Redis that `work` can cut, hold and mend; the link is closed after, pass or fail. */
+export async function withProducerOnLink(
+  label: string,
+  work: (setup: ProducerSetup & { link: RedisLink }) => Promise<void>,
+): Promise<void> {
+  const link = await redisLink();
+  try {
+    await withProducer(label, (setup) => work({ ...setup, link }), { url: link.url });
+  } finally {
+    await link.sever();
   }
 }
 

@@ -1,7 +1,6 @@
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import { createRedis } from '@verity/platform';
-import { redisLink } from '../../../test/support/redis-link';
-import { withProducer } from '../../../test/support/producer';
+import { withProducer, withProducerOnLink } from '../../../test/support/producer';
 import { TEST_REDIS_URL } from '../../../test/support/services';
 import { JobName, QueueName } from './names';
 import { JobProducer } from './producer';
@@ -157,29 +156,20 @@ function waitUntilReady(redis: ReturnType<typeof createRedis>): Promise<void> {
 
 describe('JobProducer while Redis is away and being reconnected to', () => {
   it('fails at once on a queue it has not used yet (BullMQ would wait for the connection to come back)', async () => {
-    const cut = await redisLink();
-    try {
-      await withProducer(
-        'producer-away',
-        async ({ producer, redis }) => {
-          await waitUntilReady(redis);
-          const reconnecting = new Promise<void>((resolve) => redis.once('reconnecting', () => resolve()));
-          await cut.sever();
-          await reconnecting;
-          // Intake awaits this after its commit: it must answer (the sweeper owes the job), not hang for the outage.
-          expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_away' })).toBe(false);
-          expect(producer.enqueueFailures).toBe(1);
-          // A worker's scrape reads queue depth the same way: it gives up, and the series are dropped.
-          await expect(refreshQueueDepth(producer, [QueueName.DISPATCH])).rejects.toThrow();
-          // Redis back before the connection is ended: ended while reconnecting, ioredis would leave a timer behind
-          // (withProducer).
-          await cut.mend();
-          await waitUntilReady(redis);
-        },
-        { url: cut.url },
-      );
-    } finally {
-      await cut.sever();
-    }
+    await withProducerOnLink('producer-away', async ({ producer, redis, link }) => {
+      await waitUntilReady(redis);
+      const reconnecting = new Promise<void>((resolve) => redis.once('reconnecting', () => resolve()));
+      await link.sever();
+      await reconnecting;
+      // Intake awaits this after its commit: it must answer (the sweeper owes the job), not hang for the outage.
+      expect(await producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: 'exe_away' })).toBe(false);
+      expect(producer.enqueueFailures).toBe(1);
+      // A worker's scrape reads queue depth the same way: it gives up, and the series are dropped.
+      await expect(refreshQueueDepth(producer, [QueueName.DISPATCH])).rejects.toThrow();
+      // Redis back before the connection is ended: ended while reconnecting, ioredis would leave a timer behind
+      // (withProducer).
+      await link.mend();
+      await waitUntilReady(redis);
+    });
   }, 15_000);
 });
