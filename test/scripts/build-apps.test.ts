@@ -1,30 +1,27 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { BUNDLED_APPS, oneByteBundle } from '../../scripts/build-apps';
+import { basename, join } from 'node:path';
+import { BUNDLED_ENTRIES, oneByteBundle } from '../../scripts/build-apps';
 import { DIST } from '../support/stack';
 
 /** The packages whose hundreds of files made a start slow: none may be required from node_modules at run time. */
 const BUNDLED_PACKAGES = ['@nestjs/core', '@nestjs/common', 'typeorm', 'rxjs', 'bullmq', 'zod', 'express', 'ajv'];
 
-describe('the apps as built (npm run build bundles each main.js)', () => {
-  it.each(BUNDLED_APPS)('%s: its main.js holds all of dist/ and node_modules but the packages kept outside', (app) => {
-    const bundle = readFileSync(join(DIST, 'apps', app, 'src', 'main.js'), 'utf8');
+describe('the apps as built (npm run build bundles each main.js and the API commands)', () => {
+  it.each(BUNDLED_ENTRIES)('%s holds all of dist/ and node_modules but the packages kept outside', (file) => {
+    const bundle = readFileSync(join(DIST, file), 'utf8');
     const required = new Set([...bundle.matchAll(/\brequire\("([^"]+)"\)/g)].map((match) => match[1]));
     // tsc's own main.js requires its neighbours ("./api.module") and packages ("@nestjs/core") by name.
     expect([...required].filter((specifier) => specifier.startsWith('.'))).toEqual([]);
     expect(BUNDLED_PACKAGES.filter((name) => required.has(name))).toEqual([]);
-    expect(bundle).toContain('//# sourceMappingURL=main.js.map');
+    expect(bundle).toContain(`//# sourceMappingURL=${basename(file)}.map`);
   });
 
-  it.each(BUNDLED_APPS)(
-    '%s: its main.js has no character above U+00FF, so V8 holds its source as one-byte text',
-    (app) => {
-      const bundle = readFileSync(join(DIST, 'apps', app, 'src', 'main.js'), 'utf8');
-      const above = [...new Set(bundle.match(/[\u0100-\uffff]/g) ?? [])];
-      expect(above).toEqual([]);
-    },
-  );
+  it.each(BUNDLED_ENTRIES)('%s has no character above U+00FF, so V8 holds its source as one-byte text', (file) => {
+    const bundle = readFileSync(join(DIST, file), 'utf8');
+    const above = [...new Set(bundle.match(/[\u0100-\uffff]/g) ?? [])];
+    expect(above).toEqual([]);
+  });
 
   it('keeps outside what OpenTelemetry patches as it is required, so traces still see pg and ioredis', () => {
     const api = readFileSync(join(DIST, 'apps', 'api', 'src', 'main.js'), 'utf8');
