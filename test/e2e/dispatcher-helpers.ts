@@ -9,7 +9,7 @@ import {
   OPERATION_TRANSITIONS,
   isSettledOperation,
 } from '@verity/status-model';
-import { Queue } from 'bullmq';
+import type { Queue } from 'bullmq';
 import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { TEST_REDIS_URL } from '../support/services';
 import { charge, http, submission, unique } from '../support/http';
@@ -305,7 +305,11 @@ export async function waitForMarkers(app: RunningApp, marker: string, count = 1)
 
 /** A BullMQ queue of the stack's own Redis prefix: for tests that enqueue a job the way a duplicate would arrive. */
 export function stackQueue(stack: Stack, name: string): Queue {
-  const queue = new Queue(name, { connection: { url: TEST_REDIS_URL }, prefix: stack.prefix });
+  // Required here, not imported at the top: BullMQ is ~0.15-0.2 s of CPU to load into each of the many test files that use
+  // these helpers, and few of them look at a queue.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { Queue: StackQueue } = require('bullmq') as typeof import('bullmq');
+  const queue = new StackQueue(name, { connection: { url: TEST_REDIS_URL }, prefix: stack.prefix });
   queue.on('error', () => undefined);
   return queue;
 }

@@ -1,7 +1,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { JobProducer } from '@verity/queues';
+import type { JobProducer } from '@verity/queues';
 import IORedis from 'ioredis';
 import { dirname, join } from 'node:path';
 import {
@@ -160,6 +160,9 @@ export class Stack {
    */
   queues(): Promise<QueueLink> {
     this.queueLink ??= (async () => {
+      // Loaded here, not at the top: BullMQ and the queues' library are ~0.15-0.2 s of CPU to load into a test file, and
+      // most files that start a stack never ask for its queues.
+      const { JobProducer } = await import('@verity/queues');
       const redis = new IORedis(TEST_REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
       if (redis.status !== 'ready') await once(redis, 'ready');
       return { redis, producer: new JobProducer(redis, this.prefix) };
