@@ -20,7 +20,7 @@ import { SANDBOX_ACCOUNT_HEADER } from '../../libs/connectors/src/sandbox-paymen
 /** The repository root, from test/support (ts-jest) or dist/test/support (the built fuzz runner). */
 const ROOT = findRoot(__dirname);
 /** Where the apps a stack starts keep Node's compile cache (node_modules is not committed). */
-const APP_COMPILE_CACHE = join(ROOT, 'node_modules', '.cache', 'verity-app-compile-cache');
+export const APP_COMPILE_CACHE = join(ROOT, 'node_modules', '.cache', 'verity-app-compile-cache');
 
 function findRoot(from: string): string {
   for (let dir = from; dir !== dirname(dir); dir = dirname(dir)) {
