@@ -460,6 +460,13 @@ export const PROBLEMS = {
     detail: 'this tenant already has 20 webhook endpoints; delete one first',
     summary: 'The tenant has as many webhook endpoints as it may',
   },
+  'secret-limit': {
+    status: 409,
+    title: 'Conflict with the current state',
+    detail:
+      'a tenant holds at most 100 secrets for http (this change would make 101); delete some first (null as a value, or DELETE …/secrets/{name})',
+    summary: 'The tenant would hold more secrets for the connector than it may',
+  },
   'endpoint-disabled': {
     status: 409,
     title: 'Conflict with the current state',

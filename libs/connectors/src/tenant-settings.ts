@@ -248,6 +248,13 @@ function refuseShadowedEntries(entries: { host: string; ports?: number[] }[], ct
 }
 
 /**
+ * The secrets a tenant may hold for one connector, all its changes together (a change takes at most 50). Each API
+ * process keeps a tenant's values to redact its answers, and every operation a dispatcher reads carries its
+ * connector's: without a bound, one tenant's admin filled the memory of processes that serve every tenant.
+ */
+export const MAX_SECRETS_PER_CONNECTOR = 100;
+
+/**
  * PUT /v1/admin/connector-settings/{connector}. Each field given replaces that setting; a field left out is kept.
  * Secrets merge by name (a value sets it, null deletes it): they are write-only, so nobody could re-send them all.
  */

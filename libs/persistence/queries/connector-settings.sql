@@ -52,6 +52,9 @@ SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $
 -- secretNames
 SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name;
 
+-- secretCount
+SELECT count(*)::int AS count FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2;
+
 -- lockChange
 SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0));
 

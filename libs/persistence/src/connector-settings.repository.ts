@@ -101,6 +101,7 @@ export const CONNECTOR_SETTINGS_SQL = {
   deleteSettings: `DELETE FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   settingsMeta: `SELECT updated_at, updated_by FROM tenant_connector_settings WHERE tenant_id = $1 AND connector = $2`,
   secretNames: `SELECT name FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2 ORDER BY name`,
+  secretCount: `SELECT count(*)::int AS count FROM tenant_connector_secrets WHERE tenant_id = $1 AND connector = $2`,
   // Changes of one (tenant, connector)'s settings take turns (a transaction-scoped lock, taken before anything is read),
   // so each history row's `before` is what the change before it left.
   lockChange: `SELECT pg_advisory_xact_lock(hashtextextended('tenant_connector_settings' || chr(31) || $1 || chr(31) || $2, 0))`,
@@ -218,6 +219,12 @@ export async function writeConnectorSecret(
     secrets.seal(value, secretBinding(tenantId, connector, name)),
     by,
   ]);
+}
+
+/** How many secrets the tenant holds for the connector (its own writes in `db`'s transaction included). */
+export async function connectorSecretCount(db: Queryable, tenantId: string, connector: string): Promise<number> {
+  const [row] = await rows<{ count: number }>(db, CONNECTOR_SETTINGS_SQL.secretCount, [tenantId, connector]);
+  return row.count;
 }
 
 /** Whether there was such a secret. */

@@ -1,5 +1,5 @@
 import { Delete, Get, HttpCode, Param, Put, Req, Res } from '@nestjs/common';
-import { ConnectorSettingsInput, ConnectorSettingsInputSchema } from '@verity/connectors';
+import { ConnectorSettingsInput, ConnectorSettingsInputSchema, MAX_SECRETS_PER_CONNECTOR } from '@verity/connectors';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { CurrentPrincipal, Principal } from '../auth/principal';
@@ -53,7 +53,9 @@ export class ConnectorSettingsController {
       'Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets ' +
       'the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, ' +
       'rule `no_change`). Secret values are never returned by any endpoint. With `If-Match` (the ETag of a GET), ' +
-      'the change is made only if the settings are still that version (412 `precondition-failed` otherwise).',
+      'the change is made only if the settings are still that version (412 `precondition-failed` otherwise). A ' +
+      `tenant holds at most ${MAX_SECRETS_PER_CONNECTOR} secrets per connector: a change that would add past it is refused whole (409 ` +
+      '`secret-limit`, nothing written); rotating or deleting is always taken.',
     params: [CONNECTOR],
     body: {
       schema: ConnectorSettingsInputSchema,
@@ -63,7 +65,7 @@ export class ConnectorSettingsController {
       },
     },
     response: { schema: ConnectorSettingsView, headers: VERSION_ETAG },
-    problems: ['validation-error', 'precondition-failed'],
+    problems: ['validation-error', 'precondition-failed', 'secret-limit'],
   })
   @TakesIfMatch()
   async put(

@@ -3,6 +3,7 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import {
   ConnectorRegistry,
   ConnectorSettingsInput,
+  MAX_SECRETS_PER_CONNECTOR,
   TenantSecretsCache,
   amountFieldErrors,
   fieldSegments,
@@ -15,6 +16,7 @@ import {
   backfillSpend,
   changeConnectorSettings,
   clearConnectorSettings,
+  connectorSecretCount,
   connectorSettingsMeta,
   connectorSettingsVersion,
   deleteConnectorSecret,
@@ -254,6 +256,9 @@ export class ConnectorSettingsService {
     connector: string,
     secrets: Record<string, string | null>,
   ): Promise<void> {
+    if (Object.keys(secrets).length === 0) return;
+    // Counted in the change's turn (changeConnectorSettings), so two changes at once cannot both pass the bound.
+    const held = await connectorSecretCount(tx, principal.tenantId, connector);
     for (const [name, value] of Object.entries(secrets)) {
       try {
         await writeConnectorSecret(tx, this.cipher, principal.tenantId, connector, name, value, principal.keyId);
@@ -261,6 +266,15 @@ export class ConnectorSettingsService {
         const code = sqlState(error);
         throw Object.assign(new Error(`writing secret ${name} failed`), { code, driverError: { code } });
       }
+    }
+    // A tenant already past the bound (from before it existed) may still rotate and delete, never add.
+    const holds = await connectorSecretCount(tx, principal.tenantId, connector);
+    if (holds > MAX_SECRETS_PER_CONNECTOR && holds > held) {
+      throw Problem.conflict(
+        'secret-limit',
+        `a tenant holds at most ${MAX_SECRETS_PER_CONNECTOR} secrets for ${connector} (this change would make ${holds}); ` +
+          'delete some first (null as a value, or DELETE …/secrets/{name})',
+      );
     }
   }
 

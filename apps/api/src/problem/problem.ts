@@ -44,6 +44,7 @@ export const PROBLEM_CODES = [
   'reference-unsettled',
   'illegal-transition',
   'webhook-limit',
+  'secret-limit',
   'endpoint-disabled',
   'delivery-pending',
   'precondition-failed',

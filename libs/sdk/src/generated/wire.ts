@@ -375,7 +375,7 @@ export interface paths {
     get: operations['getConnectorSettings'];
     /**
      * Set a connector’s settings
-     * @description Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, rule `no_change`). Secret values are never returned by any endpoint. With `If-Match` (the ETag of a GET), the change is made only if the settings are still that version (412 `precondition-failed` otherwise).
+     * @description Each field given replaces that setting and a field left out is kept. `secrets` merge by name: a value sets the secret, null deletes it. A body that names no setting (`{}`, or only `"secrets": {}`) is refused (400, rule `no_change`). Secret values are never returned by any endpoint. With `If-Match` (the ETag of a GET), the change is made only if the settings are still that version (412 `precondition-failed` otherwise). A tenant holds at most 100 secrets per connector: a change that would add past it is refused whole (409 `secret-limit`, nothing written); rotating or deleting is always taken.
      */
     put: operations['setConnectorSettings'];
     post?: never;
@@ -1174,6 +1174,7 @@ export interface components {
         | 'https://verity.dev/problems/reference-unsettled'
         | 'https://verity.dev/problems/illegal-transition'
         | 'https://verity.dev/problems/webhook-limit'
+        | 'https://verity.dev/problems/secret-limit'
         | 'https://verity.dev/problems/endpoint-disabled'
         | 'https://verity.dev/problems/delivery-pending'
         | 'https://verity.dev/problems/precondition-failed'
@@ -2328,6 +2329,7 @@ export interface operations {
       403: components['responses']['Problem403'];
       404: components['responses']['Problem404'];
       408: components['responses']['Problem408'];
+      409: components['responses']['Problem409'];
       412: components['responses']['Problem412_2'];
       413: components['responses']['Problem413'];
       415: components['responses']['Problem415'];
