@@ -143,6 +143,12 @@ SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations 
 SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation;
 
+-- executionTextBytes
+SELECT e.id, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text))
+                                                                     FROM operations o
+                                                                     WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS bytes
+     FROM executions e WHERE e.id = ANY($1) AND e.tenant_id = $2;
+
 -- listExecutions
 SELECT r.*, h.holds_secrets
      FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x

@@ -695,6 +695,11 @@ export const READ_SQL = {
   operationWithClockForWorker: `SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations t WHERE t.id = $1`,
   operationsOfExecutions: `SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
+  // The text each execution and its operations are stored as (uncompressed): what reading and answering them costs.
+  executionTextBytes: `SELECT e.id, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text))
+                                                                     FROM operations o
+                                                                     WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS bytes
+     FROM executions e WHERE e.id = ANY($1) AND e.tenant_id = $2`,
   // Newest first by id (ids are time-ordered); one statement per filter combination, so each keeps its own plan. Each
   // tells whether the tenant holds any secret (the last parameter; withSecretsHeld): what the page is redacted with.
   listExecutions: withSecretsHeld(
@@ -1230,6 +1235,20 @@ export async function findOperationsOf(
 ): Promise<OperationEntity[]> {
   if (executionIds.length === 0) return [];
   return selectEntities(db, OperationEntity, READ_SQL.operationsOfExecutions, [executionIds, tenantId]);
+}
+
+/**
+ * How many bytes of stored text each execution and its operations hold, by execution id: what a page of them costs to
+ * read and answer, told without reading them.
+ */
+export async function executionTextBytes(
+  db: EntityManager,
+  executionIds: string[],
+  tenantId: string,
+): Promise<Map<string, number>> {
+  if (executionIds.length === 0) return new Map();
+  const found = await rows<{ id: string; bytes: number }>(db, READ_SQL.executionTextBytes, [executionIds, tenantId]);
+  return new Map(found.map((row) => [row.id, row.bytes]));
 }
 
 export function listEvents(

@@ -100,6 +100,9 @@ export class ExecutionsController {
   @ApiEndpoint({
     id: 'listExecutions',
     summary: 'List this tenant’s executions, newest first (cursor pagination)',
+    description:
+      'A page holds at most `limit` executions, and fewer once those in it (with their operations) hold 1 MiB of ' +
+      'stored text (one at least): `next_cursor` is then set. Read on until it is null.',
     response: {
       schema: 'ExecutionList',
       example: { summary: 'One page', value: { data: [VERIFIED_EXECUTION_EXAMPLE], next_cursor: null } },

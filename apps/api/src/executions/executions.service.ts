@@ -19,6 +19,7 @@ import {
   idempotencyHolder,
   type IdempotencyHolder,
   findOperations,
+  executionTextBytes,
   findOperationsOf,
   insertExecution,
   listEvents,
@@ -51,7 +52,7 @@ import { findExecutionForAnswer, readForAnswer } from './execution-read';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
-import { pageOf } from '../http/parse';
+import { pageOf, pageWithinBytes } from '../http/parse';
 import { refuseSecretValuesIn, secretValueErrors } from '../http/secret-values';
 
 export const DEFAULT_DEADLINE_SECONDS = 600;
@@ -432,7 +433,13 @@ export class ExecutionsService {
           ),
         secretsRead,
       );
-      const { page, nextCursor } = pageOf(executions, query.limit);
+      const counted = pageOf(executions, query.limit);
+      const bytes = await executionTextBytes(
+        db,
+        counted.page.map((e) => e.id),
+        principal.tenantId,
+      );
+      const { page, nextCursor } = pageWithinBytes(counted.page, counted.nextCursor, bytes);
       const operations = await findOperationsOf(
         db,
         page.map((e) => e.id),

@@ -55,6 +55,34 @@ export function pageLimit(max: number, fallback: number) {
 export const PAGE_SIZE = { max: 200, default: 50 } as const;
 
 /**
+ * The stored text a page of executions may hold (with their operations): a page ends before its `limit` once the next
+ * execution would pass it, and always holds one. Counted by `limit` alone, 200 executions as large as the body limit
+ * lets them be made a page of 50 MB, and three at once ran the API out of its heap for every tenant.
+ */
+export const PAGE_BYTES = 1024 * 1024;
+
+/**
+ * The first executions of `page` whose stored text (`bytes`, by id) stays within PAGE_BYTES, one at least; when that
+ * cuts the page short, the next page starts after the last one kept.
+ */
+export function pageWithinBytes<T extends { id: string }>(
+  page: readonly T[],
+  nextCursor: string | null,
+  bytes: ReadonlyMap<string, number>,
+): { page: T[]; nextCursor: string | null } {
+  let total = 0;
+  let kept = 0;
+  for (const item of page) {
+    total += bytes.get(item.id) ?? 0;
+    if (kept > 0 && total > PAGE_BYTES) break;
+    kept += 1;
+  }
+  if (kept === page.length) return { page: [...page], nextCursor };
+  const cut = page.slice(0, kept);
+  return { page: cut, nextCursor: cut[cut.length - 1].id };
+}
+
+/**
  * The query parameters of a cursor-paged list: `cursor`, the `next_cursor` of the page before (an id of
  * the listed kind, `exe_…`), and `limit` (PAGE_SIZE).
  */

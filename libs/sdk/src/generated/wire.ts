@@ -9,7 +9,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** List this tenant’s executions, newest first (cursor pagination) */
+    /**
+     * List this tenant’s executions, newest first (cursor pagination)
+     * @description A page holds at most `limit` executions, and fewer once those in it (with their operations) hold 1 MiB of stored text (one at least): `next_cursor` is then set. Read on until it is null.
+     */
     get: operations['listExecutions'];
     put?: never;
     /**
