@@ -13,8 +13,8 @@ SELECT r.*, h.holds_secrets
        AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
             OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)) r ON true;
 
--- page
-SELECT {columns:Operation o} FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
+-- pageSizes
+SELECT o.id, octet_length(o::text)::float8 AS bytes FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
        AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested'
              AND e.deadline_at > clock_timestamp())
@@ -26,6 +26,9 @@ SELECT {columns:Operation o} FROM operations o JOIN executions e ON e.id = o.exe
             OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)
        AND ($8::text IS NULL OR o.id < $8)
      ORDER BY o.id DESC LIMIT $9;
+
+-- page
+SELECT {columns:Operation o} FROM operations o WHERE o.id = ANY($1) AND o.tenant_id = $2 ORDER BY o.id DESC;
 
 -- executions
 SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2;

@@ -2,7 +2,7 @@ import { OperationStatus, TerminalReason } from '@verity/status-model';
 import { EntityManager } from 'typeorm';
 import { ExecutionEntity, OperationEntity } from './entities';
 import { Queryable, rows, sqlLiterals } from './sql';
-import { type SecretsHeld, selectEntities, withSecretsHeld } from './store';
+import { type SecretsHeld, keptWithinBytes, selectEntities, withSecretsHeld } from './store';
 
 export type ReviewQueue = 'approvals' | 'manual_reviews';
 
@@ -38,9 +38,12 @@ export const REVIEW_QUEUE_SQL = {
   // The queue's count, and whether the tenant holds any secret for the connectors that take them ($8; withSecretsHeld):
   // what the page is redacted with, told by the page's first statement (an empty queue's too).
   countWithSecretsHeld: withSecretsHeld(`SELECT count(*)::int AS n ${QUEUE_FILTER}`, 1, 8),
-  page: `SELECT {columns:Operation o} ${QUEUE_FILTER}
+  // The page's operations and the stored text each holds (uncompressed), nothing else: what reading and answering them
+  // costs, told before they are read.
+  pageSizes: `SELECT o.id, octet_length(o::text)::float8 AS bytes ${QUEUE_FILTER}
        AND ($8::text IS NULL OR o.id < $8)
      ORDER BY o.id DESC LIMIT $9`,
+  page: `SELECT {columns:Operation o} FROM operations o WHERE o.id = ANY($1) AND o.tenant_id = $2 ORDER BY o.id DESC`,
   executions: `SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2`,
   counts: `SELECT count(*) FILTER (WHERE status = ${PREPARED} AND approval->>'state' = 'requested'
               AND EXISTS (SELECT 1 FROM executions e WHERE e.id = execution_id AND e.deadline_at > clock_timestamp()))
@@ -100,7 +103,7 @@ export async function reviewQueuePageWithSecretsHeld(
   db: EntityManager,
   tenantId: string,
   queue: ReviewQueue,
-  filter: ReviewQueueFilter & { cursor?: string; limit: number },
+  filter: ReviewQueueFilter & { cursor?: string; limit: number; maxBytes?: number },
   secretConnectors: readonly string[],
 ): Promise<SecretsHeld<ReviewQueuePage>> {
   const params = filterParams(tenantId, queue, filter);
@@ -109,12 +112,16 @@ export async function reviewQueuePageWithSecretsHeld(
     secretConnectors,
   ]);
   const total = counted.n;
-  const found = await selectEntities(db, OperationEntity, REVIEW_QUEUE_SQL.page, [
+  const sizes = await rows<{ id: string; bytes: number }>(db, REVIEW_QUEUE_SQL.pageSizes, [
     ...params,
     filter.cursor ?? null,
     filter.limit + 1,
   ]);
-  const operations = found.slice(0, filter.limit);
+  const upToLimit = sizes.slice(0, filter.limit);
+  const kept = upToLimit.slice(0, keptWithinBytes(upToLimit, filter.maxBytes ?? Infinity));
+  const operations = kept.length
+    ? await selectEntities(db, OperationEntity, REVIEW_QUEUE_SQL.page, [kept.map((op) => op.id), tenantId])
+    : [];
   const executions = operations.length
     ? await selectEntities(db, ExecutionEntity, REVIEW_QUEUE_SQL.executions, [
         [...new Set(operations.map((op) => op.executionId))],
@@ -122,7 +129,7 @@ export async function reviewQueuePageWithSecretsHeld(
       ])
     : [];
   return {
-    found: { operations, more: found.length > filter.limit, total, executions },
+    found: { operations, more: sizes.length > kept.length, total, executions },
     holdsSecrets: counted.holds_secrets !== false,
   };
 }

@@ -15,6 +15,7 @@ import type { Principal } from '../auth/principal';
 import { pastDeadlineAt } from '../executions/approval-clock';
 import { readForAnswer } from '../executions/execution-read';
 import { presentOperation } from '../executions/presenter';
+import { PAGE_BYTES } from '../http/parse';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { Problem } from '../problem/problem';
 import { maskSecrets } from './mask';
@@ -68,7 +69,8 @@ export class ReviewService {
       const found = await readForAnswer(
         this.tenantConnectors,
         principal.tenantId,
-        (held) => reviewQueuePageWithSecretsHeld(db, principal.tenantId, queue, query, held),
+        (held) =>
+          reviewQueuePageWithSecretsHeld(db, principal.tenantId, queue, { ...query, maxBytes: PAGE_BYTES }, held),
         secretsRead,
       );
       if (

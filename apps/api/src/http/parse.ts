@@ -1,5 +1,6 @@
 import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import { newId } from '@verity/platform';
+import { keptWithinBytes } from '@verity/persistence';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { z } from 'zod';
@@ -70,13 +71,10 @@ export function pageWithinBytes<T extends { id: string }>(
   nextCursor: string | null,
   bytes: ReadonlyMap<string, number>,
 ): { page: T[]; nextCursor: string | null } {
-  let total = 0;
-  let kept = 0;
-  for (const item of page) {
-    total += bytes.get(item.id) ?? 0;
-    if (kept > 0 && total > PAGE_BYTES) break;
-    kept += 1;
-  }
+  const kept = keptWithinBytes(
+    page.map((item) => ({ bytes: bytes.get(item.id) ?? 0 })),
+    PAGE_BYTES,
+  );
   if (kept === page.length) return { page: [...page], nextCursor };
   const cut = page.slice(0, kept);
   return { page: cut, nextCursor: cut[cut.length - 1].id };
