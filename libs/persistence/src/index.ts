@@ -22,3 +22,4 @@ export * from './checks.repository';
 export * from './sweep.repository';
 export * from './operation-version';
 export * from './recheck-requests';
+export * from './page-bytes';

@@ -2,7 +2,8 @@ import { OperationStatus, TerminalReason } from '@verity/status-model';
 import { EntityManager } from 'typeorm';
 import { ExecutionEntity, OperationEntity } from './entities';
 import { Queryable, rows, sqlLiterals } from './sql';
-import { type SecretsHeld, keptWithinBytes, selectEntities, withSecretsHeld } from './store';
+import { keptWithinBytes } from './page-bytes';
+import { type SecretsHeld, selectEntities, withSecretsHeld } from './store';
 
 export type ReviewQueue = 'approvals' | 'manual_reviews';
 

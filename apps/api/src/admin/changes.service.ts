@@ -1,11 +1,11 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { ConnectorRegistry } from '@verity/connectors';
-import { AdminChangeRow, listAdminChanges } from '@verity/persistence';
+import { AdminChangeRow, listAdminChanges, listAdminChangesPage } from '@verity/persistence';
 import { DataSource } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import type { ChangeListOf, ChangeViewOf, ChangesQueryOf } from './changes.schema';
-import { pageOf } from '../http/parse';
+import { PAGE_BYTES } from '../http/parse';
 import { Problem } from '../problem/problem';
 
 function changeView(row: AdminChangeRow): ChangeViewOf {
@@ -56,14 +56,17 @@ export class ChangesService {
         ]);
       }
     }
-    const found = await listAdminChanges(this.db.manager, {
-      tenantId: principal.tenantId,
-      before: query.cursor,
-      kind: query.kind,
-      connector: query.connector,
-      limit: query.limit + 1,
-    });
-    const { page, nextCursor } = pageOf(found, query.limit);
-    return { data: page.map(changeView), next_cursor: nextCursor };
+    const { rows: page, more } = await listAdminChangesPage(
+      this.db.manager,
+      {
+        tenantId: principal.tenantId,
+        before: query.cursor,
+        kind: query.kind,
+        connector: query.connector,
+        limit: query.limit,
+      },
+      PAGE_BYTES,
+    );
+    return { data: page.map(changeView), next_cursor: more ? page[page.length - 1].id : null };
   }
 }
