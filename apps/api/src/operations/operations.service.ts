@@ -46,10 +46,20 @@ import {
   RETRY_CHAIN_DEPTH,
   type RetryChain,
 } from '@verity/persistence';
-import { VERITY_CONFIG, VerityConfig, currentTraceparent, inTraceOf, newId, tracingOn } from '@verity/platform';
+import {
+  LOGGER,
+  Logger,
+  VERITY_CONFIG,
+  VerityConfig,
+  currentTraceparent,
+  inTraceOf,
+  newId,
+  tracingOn,
+} from '@verity/platform';
 import {
   JobName,
   JobProducer,
+  advanceRetriesOf,
   releaseDispatchJobId,
   reviewerRecheckJobId,
   scheduledRecheckJobId,
@@ -106,6 +116,7 @@ export class OperationsService {
     private readonly connectors: TenantConnectors,
     private readonly holds: ResolutionOptionsService,
     @Inject(VERITY_CONFIG) private readonly config: VerityConfig,
+    @Inject(LOGGER) private readonly logger: Logger,
   ) {
     this.traced = tracingOn(config);
   }
@@ -533,7 +544,7 @@ export class OperationsService {
     if (op.obligation?.effect_shown) return;
     // On the database's clock, as a re-check's `at` and the events beside it.
     const at = new Date(Date.now() + (await databaseClockOffsetMs(this.db.manager))).toISOString();
-    await this.transitions.annotate(this.db.manager, {
+    const kept = await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
       operationId: op.id,
       whileStatus: OperationStatus.MANUAL_REVIEW,
@@ -548,6 +559,33 @@ export class OperationsService {
         held_for: op.terminalReason,
       },
     });
+    if (kept.won) return;
+    // Another reviewer's FAILED was written while this read was made: the effect the source shows now refutes it, as a
+    // re-check's read after a FAILED does. Dropped, the FAILED stood as "no effect exists, a retry is safe".
+    const refuted = await this.transitions.annotate(this.db.manager, {
+      executionId: op.executionId,
+      operationId: op.id,
+      whileStatus: OperationStatus.FAILED,
+      whileObligationLacks: 'effect_shown_after_failed',
+      merge: { obligation: { effect_shown_after_failed: { result: read.kind, at } } },
+      type: 'operation.rechecked',
+      data: {
+        trigger: 'resolution',
+        requested_by: principal.keyId,
+        result: read.kind,
+        evidence: read.evidence ?? null,
+        held_for: op.terminalReason,
+        after: OperationStatus.FAILED,
+      },
+    });
+    if (!refuted.won) return;
+    this.logger.warn(
+      { operationId: op.id, executionId: op.executionId },
+      'a resolution’s read found the effect of an operation another reviewer had just resolved FAILED',
+    );
+    // The execution's criteria and the retries made on that FAILED are judged again, as after a re-check's refutation.
+    await this.producer.tryEnqueue(JobName.ADVANCE_EXECUTION, { executionId: op.executionId });
+    await advanceRetriesOf(this.db.manager, this.producer, this.logger, op);
   }
 
   /**
