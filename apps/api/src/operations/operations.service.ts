@@ -589,6 +589,24 @@ export class OperationsService {
   }
 
   /**
+   * A refusal made on the source's read stands only while the hold is still undecided: a decision written while the
+   * read was on its way won (I13), and the loser is told who decided what, not "not permitted (yet)" of a hold that is
+   * no longer there to decide.
+   */
+  private async unlessDecidedMeanwhile(
+    principal: Principal,
+    id: string,
+    investigationsSeen: number,
+    refusal: Problem,
+  ): Promise<Problem> {
+    const decided = await readSnapshot(this.db, async (db) => {
+      const { op: now } = await this.loadAt(principal, id, db);
+      return this.decidedFirst(principal, now, investigationsSeen, db);
+    });
+    return decided ?? refusal;
+  }
+
+  /**
    * Resolution of MANUAL_REVIEW by a human, only with an action the status model permits (I13, I14). One
    * compare-and-set that includes "not resolved yet", so one of any number of concurrent resolutions is written.
    * A FAILED of a sent operation whose source can be read back is accepted only if a read at this moment does not
@@ -665,32 +683,39 @@ export class OperationsService {
     // The source read at the moment of the decision (FAILED; VERIFIED where the provider's lookup can refute it).
     const read = option.check === 'read_back' ? await this.readSourceNow(op) : null;
     const readBack = read && { kind: read.kind, evidence: read.evidence ?? null };
+    // A "still unknown" recorded since this read is another reviewer's decision on the hold, made first (I13).
+    const investigationsSeen = op.obligation?.investigations?.length ?? 0;
+    const refuse = (refusal: Problem) => this.unlessDecidedMeanwhile(principal, id, investigationsSeen, refusal);
     if (read && status === OperationStatus.VERIFIED) {
       // A sent operation always has the bound; none would mean nothing can still land.
       const absenceEvidentFrom = evidentAt ?? now;
       const refusal = verifiedRefusedByRead(read.kind, this.holds.absenceAtTheSource(op), now >= absenceEvidentFrom);
       if (refusal === 'not_yet') {
         // The provider does not show it, but a call of it may still land or show: its lookup can answer only later.
-        throw notYet(
-          `the provider does not show this effect, and may not yet: ask again from ${absenceEvidentFrom.toISOString()}, ` +
-            'when its lookup either shows it or answers that it does not exist',
-          { read_back: readBack, absence_evident_at: absenceEvidentFrom.toISOString() },
-          absenceEvidentFrom.getTime() - now.getTime(),
+        throw await refuse(
+          notYet(
+            `the provider does not show this effect, and may not yet: ask again from ${absenceEvidentFrom.toISOString()}, ` +
+              'when its lookup either shows it or answers that it does not exist',
+            { read_back: readBack, absence_evident_at: absenceEvidentFrom.toISOString() },
+            absenceEvidentFrom.getTime() - now.getTime(),
+          ),
         );
       }
       if (refusal === 'refuted') {
         // The provider's own lookup answers that the effect does not exist, and the provider never said it did: the
         // record would say "it happened" against the one source that can say. Nothing is written.
-        throw Problem.conflict(
-          'resolution-not-permitted',
-          'VERIFIED is not permitted: the provider answers that this effect does not exist; if it appears there, ' +
-            're-check the operation or resolve it again',
-          {
-            current_status: op.status,
-            permitted_resolutions: permitted,
-            resolution_options: options,
-            read_back: readBack,
-          },
+        throw await refuse(
+          Problem.conflict(
+            'resolution-not-permitted',
+            'VERIFIED is not permitted: the provider answers that this effect does not exist; if it appears there, ' +
+              're-check the operation or resolve it again',
+            {
+              current_status: op.status,
+              permitted_resolutions: permitted,
+              resolution_options: options,
+              read_back: readBack,
+            },
+          ),
         );
       }
     } else if (read) {
@@ -703,10 +728,12 @@ export class OperationsService {
       if (refusedByRead === 'source_unread') {
         // "No effect, a retry is safe" is not taken on a person's word where the source could say and cannot now: a
         // retry would send again an effect that may exist. Not yet, rather than never: the source may answer later.
-        throw notYet(
-          `the source cannot be read now (${read.kind}) to show that the effect is not there; try again when it answers`,
-          { read_back: readBack },
-          this.config.RECHECK_BACKOFF_MS,
+        throw await refuse(
+          notYet(
+            `the source cannot be read now (${read.kind}) to show that the effect is not there; try again when it answers`,
+            { read_back: readBack },
+            this.config.RECHECK_BACKOFF_MS,
+          ),
         );
       }
     }
@@ -714,8 +741,6 @@ export class OperationsService {
     // settings, or needing the reference the lost answer held) — stands with the reviewer's evidence.
     if (read) resolution.read_back = { kind: read.kind, ...read.evidence };
     const grant = status === OperationStatus.SENT ? await this.approvalGrantedByRelease(principal, op) : null;
-    // A "still unknown" recorded since this read is another reviewer's decision on the hold, made first (I13).
-    const investigationsSeen = op.obligation?.investigations?.length ?? 0;
     const decided = await this.transitions.decide(this.db.manager, {
       operation: snapshotOf(op),
       tenantId: principal.tenantId,
