@@ -211,9 +211,10 @@ export const queuesPage: Page = (main, ctx) => {
     if (document.hidden && !force) return;
     inFlight = true;
     try {
-      const read = (queue: Queue) => {
+      const readPage = (queue: Queue, limit: number, cursor: string | undefined) => {
         const query: ReviewQueueQuery = {
-          limit: queue.limit,
+          limit,
+          cursor,
           connector: filters.connector || undefined,
           q: filters.q || undefined,
         };
@@ -226,6 +227,17 @@ export const queuesPage: Page = (main, ctx) => {
                 escalated: filters.escalated || undefined,
               }),
         );
+      };
+      // The API ends a page early once its operations hold 1 MiB (next_cursor set): read on up to the limit shown, or
+      // large requests past the first MiB never appear and "Show more" asks again for the same cut page.
+      const read = async (queue: Queue): Promise<ReviewQueuePage> => {
+        let page = await readPage(queue, queue.limit, undefined);
+        const data = [...page.data];
+        while (page.next_cursor !== null && data.length < queue.limit) {
+          page = await readPage(queue, queue.limit - data.length, page.next_cursor);
+          data.push(...page.data);
+        }
+        return { ...page, data };
       };
       const counts = ctx.refreshCounts();
       const pages = await Promise.all(queues.map(read));
