@@ -14,7 +14,8 @@ SELECT r.*, h.holds_secrets
             OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)) r ON true;
 
 -- pageSizes
-SELECT o.id, octet_length(o::text)::float8 AS bytes FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
+SELECT p.id, (SELECT octet_length(s::text) FROM operations s WHERE s.id = p.id)::float8 AS bytes
+     FROM (SELECT o.id FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
        AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested'
              AND e.deadline_at > clock_timestamp())
@@ -25,7 +26,7 @@ SELECT o.id, octet_length(o::text)::float8 AS bytes FROM operations o JOIN execu
        AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
             OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)
        AND ($8::text IS NULL OR o.id < $8)
-     ORDER BY o.id DESC LIMIT $9;
+     ORDER BY o.id DESC LIMIT $9) p ORDER BY p.id DESC;
 
 -- page
 SELECT {columns:Operation o} FROM operations o WHERE o.id = ANY($1) AND o.tenant_id = $2 ORDER BY o.id DESC;
