@@ -71,4 +71,37 @@ describe('a tenant holds a bounded number of secrets per connector', () => {
     expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
     expect(await count('tenant_connector_secrets')).toBe(90);
   });
+
+  it('at exactly 100 a change that deletes one and adds one is taken; one that rotates some and adds one is refused whole', async () => {
+    const fill = await put({ secrets: secrets('fill', 100 - (await count('tenant_connector_secrets'))) });
+    expect(fill.status).toBe(200);
+    expect(await count('tenant_connector_secrets')).toBe(100);
+    const sealed = async (name: string) =>
+      (
+        (await stack.db.dataSource.query(`SELECT value FROM tenant_connector_secrets WHERE name = $1`, [name])) as {
+          value: unknown;
+        }[]
+      ).map((row) => JSON.stringify(row.value));
+
+    const swapped = await put({ secrets: { token_41: 'rotated-value-41', fill_0: null, ...secrets('more', 1) } });
+    expect(swapped.status).toBe(200);
+    expect(await count('tenant_connector_secrets')).toBe(100);
+
+    const rotatedBefore = await sealed('token_42');
+    const changes = await count('admin_changes');
+    const refused = await put({
+      secrets: { token_42: 'rotated-value-42', token_43: 'rotated-value-43', ...secrets('more', 1, 1) },
+    });
+    expect(refused.status).toBe(409);
+    expect(refused.body.type).toBe('https://verity.dev/problems/secret-limit');
+    expect(refused.body.detail).toMatch(/would make 101/);
+    expect(await sealed('token_42')).toEqual(rotatedBefore);
+    expect(await sealed('more_1')).toEqual([]);
+    expect(await count('admin_changes')).toBe(changes);
+    expect(await count('tenant_connector_secrets')).toBe(100);
+
+    const rotatedOnly = await put({ secrets: { token_42: 'rotated-value-42', token_43: 'rotated-value-43' } });
+    expect(rotatedOnly.status).toBe(200);
+    expect(await sealed('token_42')).not.toEqual(rotatedBefore);
+  });
 });
