@@ -1,5 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
 import { http, submission } from '../support/http';
+import { Verity, type ListExecutionsQuery } from '@verity/sdk';
 
 const EXECUTIONS = 12;
 
@@ -81,5 +82,44 @@ describe('a page of executions is bounded by its size as well as its count', () 
     });
     expect(page.status).toBe(200);
     expect(page.body.data.map((e) => e.id)).toEqual([submitted[0]]);
+  });
+
+  it('with a status filter and every limit, cut pages and small ones between reach each execution once, newest first', async () => {
+    const status = (
+      await http<{ status: string }>(stack.apiUrl, 'GET', `/v1/executions/${submitted[0]}`, { key: DEMO.agent })
+    ).body.status;
+    // Every limit below, at and above where the 1 MiB cut falls, with the filter and without: a cut whose cursor went
+    // past the last execution kept would lose one; the small execution written after them is newest, so listed first.
+    const expected = [...submitted].reverse();
+    for (const limit of [1, 2, 3, 5, 200]) {
+      for (const filter of [`&status=${status}`, '']) {
+        const seen: string[] = [];
+        let cursor: string | null = null;
+        let pages = 0;
+        do {
+          const path: string = `/v1/executions?limit=${limit}${filter}${cursor ? `&cursor=${cursor}` : ''}`;
+          const page = await http<Page>(stack.apiUrl, 'GET', path, { key: DEMO.agent });
+          expect(page.status).toBe(200);
+          expect(page.body.data.length).toBeGreaterThan(0);
+          expect(page.body.data.length).toBeLessThanOrEqual(limit);
+          seen.push(...page.body.data.map((e) => e.id));
+          cursor = page.body.next_cursor;
+          pages += 1;
+        } while (cursor !== null && pages < 100);
+        const large = seen.filter((id) => submitted.includes(id));
+        expect([limit, filter, large]).toEqual([limit, filter, expected]);
+        expect(new Set(seen).size).toBe(seen.length);
+        expect([...seen].sort().reverse()).toEqual(seen);
+      }
+    }
+    // The SDK's iterator reads on past every page cut short.
+    const client = new Verity({ baseUrl: stack.apiUrl, apiKey: DEMO.agent });
+    const listed: string[] = [];
+    for await (const execution of client.executions.listAll({
+      limit: 200,
+      status: status as ListExecutionsQuery['status'],
+    }))
+      listed.push(execution.id);
+    expect(listed.filter((id) => submitted.includes(id))).toEqual(expected);
   });
 });
