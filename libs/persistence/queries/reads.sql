@@ -192,6 +192,14 @@ SELECT {columns:Tenant t} FROM tenants t WHERE t.id = $1;
 SELECT {columns:Event t} FROM events t
      WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3;
 
+-- eventTextBytes
+SELECT t.seq::float8 AS seq, octet_length(t::text)::float8 AS bytes FROM events t
+     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3;
+
+-- eventsThrough
+SELECT {columns:Event t} FROM events t
+     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 AND t.seq <= $3 ORDER BY t.seq;
+
 -- eventSeq
 SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3;
 

@@ -22,6 +22,7 @@ import {
 } from './entities/connector-settings.entity';
 import { SecretsCipher } from './secrets-cipher';
 import { operationVersionOf } from './operation-version';
+import { keptWithinBytes } from './page-bytes';
 import { approvalPolicyOf } from './tenant-policy';
 import { refutedRetriesOf, refutedUpTheChainLocked } from './retry-chain';
 import { Queryable, isoInstant, rows, sqlLiterals, transaction } from './sql';
@@ -736,6 +737,11 @@ export const READ_SQL = {
   tenantById: `SELECT {columns:Tenant t} FROM tenants t WHERE t.id = $1`,
   listEvents: `SELECT {columns:Event t} FROM events t
      WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3`,
+  // The text each event after a seq is stored as (uncompressed), by seq: how many of them a page can hold.
+  eventTextBytes: `SELECT t.seq::float8 AS seq, octet_length(t::text)::float8 AS bytes FROM events t
+     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3`,
+  eventsThrough: `SELECT {columns:Event t} FROM events t
+     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 AND t.seq <= $3 ORDER BY t.seq`,
   eventSeq: `SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3`,
   // Whether a write that named its event id in advance was committed (its acknowledgement may have been lost).
   eventOfOperationForWorker: `SELECT 1 FROM events WHERE id = $1 AND operation_id = $2`,
@@ -1259,6 +1265,37 @@ export function listEvents(
   limit: number,
 ): Promise<EventEntity[]> {
   return selectEntities(db, EventEntity, READ_SQL.listEvents, [executionId, afterSeq, limit, tenantId]);
+}
+
+/**
+ * The events after `afterSeq`, in order: at most `limit`, and fewer once their stored text would pass `maxBytes` (one
+ * at least). Their sizes are read first, so a page of large events is never read whole. `more`: later events follow.
+ */
+export async function listEventsWithinBytes(
+  db: EntityManager,
+  executionId: string,
+  tenantId: string,
+  afterSeq: number,
+  limit: number,
+  maxBytes: number,
+): Promise<{ events: EventEntity[]; more: boolean }> {
+  const sizes = await rows<{ seq: number; bytes: number }>(db, READ_SQL.eventTextBytes, [
+    executionId,
+    afterSeq,
+    limit + 1,
+    tenantId,
+  ]);
+  const upToLimit = sizes.slice(0, limit);
+  const kept = upToLimit.slice(0, keptWithinBytes(upToLimit, maxBytes));
+  const events = kept.length
+    ? await selectEntities(db, EventEntity, READ_SQL.eventsThrough, [
+        executionId,
+        afterSeq,
+        kept[kept.length - 1].seq,
+        tenantId,
+      ])
+    : [];
+  return { events, more: sizes.length > kept.length };
 }
 
 export async function eventSeqOf(

@@ -132,6 +132,9 @@ export class ExecutionsController {
   @ApiEndpoint({
     id: 'listExecutionEvents',
     summary: 'The append-only event log, in order, after an event id (or seq)',
+    description:
+      'A page holds at most `limit` events, and fewer once those in it hold 1 MiB of stored text (one at least): ' +
+      '`next_cursor` is then set. Read on until it is null.',
     params: [ID],
     response: {
       schema: 'EventList',

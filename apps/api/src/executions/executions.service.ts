@@ -22,7 +22,7 @@ import {
   executionTextBytes,
   findOperationsOf,
   insertExecution,
-  listEvents,
+  listEventsWithinBytes,
   listExecutionsWithSecretsHeld,
   NewOperation,
   lockActiveKey,
@@ -52,7 +52,7 @@ import { findExecutionForAnswer, readForAnswer } from './execution-read';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
-import { pageOf, pageWithinBytes } from '../http/parse';
+import { PAGE_BYTES, pageOf, pageWithinBytes } from '../http/parse';
 import { refuseSecretValuesIn, secretValueErrors } from '../http/secret-values';
 
 export const DEFAULT_DEADLINE_SECONDS = 600;
@@ -466,10 +466,17 @@ export class ExecutionsService {
     const execution = await findExecutionForAnswer(this.db.manager, this.tenantConnectors, id, principal.tenantId);
     if (!execution) throw Problem.notFound('Execution', id);
     const afterSeq = await resolveEventCursor(this.db.manager, principal.tenantId, id, after);
-    const events = await listEvents(this.db.manager, id, principal.tenantId, afterSeq, limit);
+    const { events, more } = await listEventsWithinBytes(
+      this.db.manager,
+      id,
+      principal.tenantId,
+      afterSeq,
+      limit,
+      PAGE_BYTES,
+    );
     return {
       data: events.map(presentEvent),
-      next_cursor: events.length === limit ? events[events.length - 1].id : null,
+      next_cursor: more || events.length === limit ? events[events.length - 1].id : null,
     };
   }
 

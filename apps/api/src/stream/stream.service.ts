@@ -7,6 +7,7 @@ import {
   findExecutionWithOperations,
   findLastStatusChanges,
   listEvents,
+  listEventsWithinBytes,
 } from '@verity/persistence';
 import { ExecutionStatus, canStillChange, isOutcomeCurrent, lateReadUntil, latestByKey } from '@verity/status-model';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
@@ -18,6 +19,7 @@ import { ApiKeyService } from '../auth/api-key.service';
 import type { Principal } from '../auth/principal';
 import { Problem } from '../problem/problem';
 import { EventCursorField, resolveEventCursor } from '../executions/event-cursor';
+import { PAGE_BYTES } from '../http/parse';
 import { findExecutionForAnswer } from '../executions/execution-read';
 import { type Redact, TenantConnectors } from '@verity/connectors';
 import { presentEvent } from '../executions/presenter';
@@ -203,7 +205,14 @@ export class StreamService {
         wake = () => {
           pending = true;
         };
-        const events = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
+        const { events, more } = await listEventsWithinBytes(
+          this.db.manager,
+          executionId,
+          principal.tenantId,
+          cursor,
+          500,
+          PAGE_BYTES,
+        );
         // The tenant's secret values, read once for a page that has events: a value written in plain before it was made a
         // secret (a reason, params) is sent as its placeholder, as every other answer does (RedactSecretValues). As of the
         // stream's request (`since`): the round trip that confirmed no change committed before it was missed is not made
@@ -252,7 +261,7 @@ export class StreamService {
           lastRead,
           events.map((event) => ({ type: event.type, toStatus: event.toStatus })),
         );
-        if (events.length === 500) continue;
+        if (more) continue;
         if (mustRead) {
           const read = await this.verdict(principal.tenantId, executionId);
           ({ verdict, clockOffsetMs } = read);
@@ -260,8 +269,9 @@ export class StreamService {
           mustRead = false;
         }
         if (verdict.end) {
-          // Events written in the same commit as the last change were read above or will be on this pass.
-          const tail = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 500);
+          // Events written in the same commit as the last change were read above or will be on this pass. Whether one
+          // follows is all this asks: the next pass reads them, a page within PAGE_BYTES.
+          const tail = await listEvents(this.db.manager, executionId, principal.tenantId, cursor, 1);
           if (tail.length > 0) continue;
           writeEnd(res, verdict.end);
           break;

@@ -50,7 +50,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The append-only event log, in order, after an event id (or seq) */
+    /**
+     * The append-only event log, in order, after an event id (or seq)
+     * @description A page holds at most `limit` events, and fewer once those in it hold 1 MiB of stored text (one at least): `next_cursor` is then set. Read on until it is null.
+     */
     get: operations['listExecutionEvents'];
     put?: never;
     post?: never;
