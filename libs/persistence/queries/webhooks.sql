@@ -80,6 +80,18 @@ SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_a
      WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
      ORDER BY id DESC LIMIT $4;
 
+-- listDeliverySizes
+SELECT id, (octet_length(payload::text) + octet_length(coalesce(last_error, '')))::float8 AS bytes
+     FROM webhook_deliveries
+     WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
+     ORDER BY id DESC LIMIT $4;
+
+-- deliveriesByIds
+SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
+  last_response_status, last_error, delivered_at, created_at FROM webhook_deliveries
+     WHERE tenant_id = $1 AND endpoint_id = $2 AND id = ANY($3)
+     ORDER BY id DESC;
+
 -- redeliver
 UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()
      WHERE d.id = $3 AND d.endpoint_id = $2 AND d.tenant_id = $1 AND d.status <> 'pending'

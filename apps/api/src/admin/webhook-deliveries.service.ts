@@ -1,13 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { WebhookDeliveryRow, listWebhookDeliveries, redeliverWebhook } from '@verity/persistence';
+import { WebhookDeliveryRow, listWebhookDeliveriesPage, redeliverWebhook } from '@verity/persistence';
 import { LOGGER, Logger, VERITY_CONFIG, VerityConfig } from '@verity/platform';
 import { WebhookDeliveryQueue } from '@verity/queues';
 import { DataSource } from 'typeorm';
 import type { z } from 'zod';
 import type { Principal } from '../auth/principal';
 import { iso } from '../executions/presenter';
-import { pageOf } from '../http/parse';
+import { PAGE_BYTES } from '../http/parse';
 import { Problem } from '../problem/problem';
 import type { DeliveriesQuery, DeliveryView } from './webhooks.schema';
 import { tenantEndpoint } from './webhooks.service';
@@ -41,14 +41,12 @@ export class WebhookDeliveriesService {
 
   async list(principal: Principal, id: string, query: z.infer<typeof DeliveriesQuery>) {
     await tenantEndpoint(this.db.manager, principal, id);
-    const found = await listWebhookDeliveries(this.db.manager, {
-      tenantId: principal.tenantId,
-      endpointId: id,
-      before: query.cursor,
-      limit: query.limit + 1,
-    });
-    const { page, nextCursor } = pageOf(found, query.limit);
-    return { data: page.map(deliveryView), next_cursor: nextCursor };
+    const { rows: page, more } = await listWebhookDeliveriesPage(
+      this.db.manager,
+      { tenantId: principal.tenantId, endpointId: id, before: query.cursor, limit: query.limit },
+      PAGE_BYTES,
+    );
+    return { data: page.map(deliveryView), next_cursor: more ? page[page.length - 1].id : null };
   }
 
   async redeliver(principal: Principal, id: string, deliveryId: string) {

@@ -151,6 +151,9 @@ export class WebhooksController {
   @ApiEndpoint({
     id: 'listWebhookDeliveries',
     summary: 'The endpoint’s delivery log, newest first, cursor pagination',
+    description:
+      'A page holds at most `limit` deliveries, and fewer once those in it (their messages) hold 1 MiB of stored ' +
+      'text (one at least): `next_cursor` is then set. Read on until it is null.',
     params: [ID],
     response: { schema: z.object({ data: z.array(DeliveryView), next_cursor: z.string().nullable() }) },
     problems: ['validation-error'],

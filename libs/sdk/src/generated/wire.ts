@@ -522,7 +522,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** The endpoint’s delivery log, newest first, cursor pagination */
+    /**
+     * The endpoint’s delivery log, newest first, cursor pagination
+     * @description A page holds at most `limit` deliveries, and fewer once those in it (their messages) hold 1 MiB of stored text (one at least): `next_cursor` is then set. Read on until it is null.
+     */
     get: operations['listWebhookDeliveries'];
     put?: never;
     post?: never;
