@@ -10,16 +10,30 @@ export interface ProducerSetup {
 }
 
 /**
+ * A producer's command timeout for a test whose subject is not that timeout: the product's 2 s is met by a shared test
+ * Redis on a CI runner with a load average many times its cores (seen as "Command timed out" in a test of re-arming).
+ * Still finite, so a Redis that never answers fails the command, not only the test's own timeout.
+ */
+export const PATIENT_COMMAND_TIMEOUT_MS = 10_000;
+
+/** Gives a producer's connection a command timeout for a loaded test machine (the product's default stays). */
+export function patientCommands(redis: ReturnType<typeof createRedis>): ReturnType<typeof createRedis> {
+  redis.options.commandTimeout = PATIENT_COMMAND_TIMEOUT_MS;
+  return redis;
+}
+
+/**
  * A producer on a fresh key prefix of the test Redis (or of the Redis behind `url`, a link a test can cut), closed and
- * its keys removed after `work`, pass or fail.
+ * its keys removed after `work`, pass or fail. `patient`: its commands get PATIENT_COMMAND_TIMEOUT_MS.
  */
 export async function withProducer(
   label: string,
   work: (setup: ProducerSetup) => Promise<void>,
-  options: { url?: string; onEnqueueFailure?: ConstructorParameters<typeof JobProducer>[2] } = {},
+  options: { url?: string; onEnqueueFailure?: ConstructorParameters<typeof JobProducer>[2]; patient?: boolean } = {},
 ): Promise<void> {
   const prefix = testQueuePrefix(label);
   const redis = createRedis(options.url ?? TEST_REDIS_URL, 'producer', `${label}-spec`);
+  if (options.patient) patientCommands(redis);
   const producer = new JobProducer(redis, prefix, options.onEnqueueFailure);
   try {
     await work({ producer, redis, prefix });
