@@ -3,7 +3,7 @@
  * API (with a read-back endpoint, a slow endpoint, a rejecting one and a redirect), a canary that must never be
  * reached, and a recording client so a test can grep everything the API answered.
  */
-import { createServer, IncomingMessage, Server } from 'node:http';
+import { createServer, IncomingMessage, Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, submission } from '../support/http';
@@ -223,4 +223,38 @@ export async function deniedAfter(
   });
   expect(denied.status).toBe(200);
   return opId;
+}
+
+/**
+ * A target of the http connector on loopback whose sends never succeed (500: an order whose outcome is unknown, so it is
+ * held for review) and whose reads answer 503 (the source unreachable) until `holdReads` is set: from then on each read
+ * is held in `heldReads` until the test answers it, so a reviewer's read can be made to end after another decision.
+ * `close` answers what is still held (503) and stops the server.
+ */
+export async function orderTargetHoldingReads() {
+  const heldReads: ServerResponse[] = [];
+  const target = { holdReads: false };
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.method === 'POST') {
+        res.writeHead(500, { 'content-type': 'application/json' });
+        return res.end('{"error":{"code":"internal"}}');
+      }
+      if (target.holdReads) return void heldReads.push(res);
+      res.writeHead(503, { 'content-type': 'application/json' });
+      res.end('{"error":{"code":"maintenance"}}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    heldReads,
+    target,
+    async close() {
+      for (const res of heldReads.splice(0)) if (!res.writableEnded) res.writeHead(503).end('{}');
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }

@@ -1,11 +1,10 @@
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { ServerResponse } from 'node:http';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http } from '../support/http';
 import { orderAt } from '../support/fixtures';
 import { type Op, events, getOperation, submit, waitForOp, waitForResolutionPermitted } from './dispatcher-helpers';
-import { allowLoopbackPort } from './connectors-support';
+import { allowLoopbackPort, orderTargetHoldingReads } from './connectors-support';
 
 /**
  * Two reviewers resolve one held, never-acknowledged send FAILED at once. The first one's read of the source finds
@@ -23,22 +22,7 @@ describe('a FAILED resolution whose read shows the effect after another reviewer
   afterAll(async () => stack?.stop());
 
   it('refutes the FAILED: the read is recorded against it, and a retry is refused', async () => {
-    const heldReads: ServerResponse[] = [];
-    const target = { holdReads: false };
-    const server: Server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (req.method === 'POST') {
-          res.writeHead(500, { 'content-type': 'application/json' });
-          return res.end('{"error":{"code":"internal"}}');
-        }
-        if (target.holdReads) return void heldReads.push(res);
-        res.writeHead(503, { 'content-type': 'application/json' });
-        res.end('{"error":{"code":"maintenance"}}');
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { port, heldReads, target, close } = await orderTargetHoldingReads();
     const resolveFailed = (evidence: string) =>
       http<Partial<Op> & Partial<Problem>>(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
         key: DEMO.reviewer,
@@ -96,9 +80,7 @@ describe('a FAILED resolution whose read shows the effect after another reviewer
       const after = await getOperation(stack, held.id);
       expect(after).toMatchObject({ status: 'FAILED', retry: 'forbidden' });
     } finally {
-      for (const res of heldReads.splice(0)) if (!res.writableEnded) answer(res, 503, {});
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await close();
     }
   });
 });

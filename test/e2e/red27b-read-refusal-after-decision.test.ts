@@ -1,12 +1,9 @@
-import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http } from '../support/http';
 import { orderAt } from '../support/fixtures';
-import { type Op, events, waitForOp, waitForResolutionPermitted } from './dispatcher-helpers';
-import { submit } from './dispatcher-helpers';
-import { allowLoopbackPort } from './connectors-support';
+import { type Op, events, submit, waitForOp, waitForResolutionPermitted } from './dispatcher-helpers';
+import { allowLoopbackPort, orderTargetHoldingReads } from './connectors-support';
 
 /**
  * A reviewer's FAILED reads the source before it is written. When another reviewer decides the hold while that read is
@@ -22,22 +19,7 @@ describe('a FAILED whose source read answers after another reviewer decided the 
   afterAll(async () => stack?.stop());
 
   it('is 409 already-decided naming the winner, though its read could not be made', async () => {
-    const heldReads: ServerResponse[] = [];
-    const target = { holdReads: false };
-    const server: Server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        if (req.method === 'POST') {
-          res.writeHead(500, { 'content-type': 'application/json' });
-          return res.end('{"error":{"code":"internal"}}');
-        }
-        if (target.holdReads) return void heldReads.push(res);
-        res.writeHead(503, { 'content-type': 'application/json' });
-        res.end('{"error":{"code":"maintenance"}}');
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { port, heldReads, target, close } = await orderTargetHoldingReads();
     const resolve = (opId: string, status: string, evidence: string) =>
       http<Partial<Op> & Partial<Problem>>(stack.apiUrl, 'POST', `/v1/operations/${opId}/resolve`, {
         key: DEMO.reviewer,
@@ -78,9 +60,7 @@ describe('a FAILED whose source read answers after another reviewer decided the 
       });
       expect(await events(stack, created.id)).toHaveLength(log.length);
     } finally {
-      for (const res of heldReads.splice(0)) if (!res.writableEnded) res.writeHead(503).end();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await close();
     }
   });
 });
