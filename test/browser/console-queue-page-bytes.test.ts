@@ -1,9 +1,8 @@
 import { existsSync } from 'node:fs';
 import { Browser, Page } from 'playwright-core';
-import { http, submission } from '../support/http';
+import { http } from '../support/http';
 import { DEMO, Stack } from '../support/stack';
-import { allowLoopbackPort, httpOp, startTarget } from '../e2e/connectors-support';
-import { waitForApprovalRequest } from '../e2e/dispatcher-helpers';
+import { allowLoopbackPort, largeApprovalRequests, startTarget } from '../e2e/connectors-support';
 import { CHROMIUM, launchChromium } from './chromium';
 
 const SLOW = 30_000;
@@ -26,19 +25,7 @@ jest.setTimeout(180_000);
     stack = await Stack.start({ label: 'consolequeuebytes', reconcilers: 0 });
     target = await startTarget();
     await allowLoopbackPort(stack, target.port);
-    for (let n = 0; n < HELD; n += 1) {
-      // ~60 KB of body each: 30 of them are well past a page's 1 MiB.
-      const parts = Array.from({ length: 6 }, (_, i) => `part ${n}.${i} `.padEnd(10_000, 'p'));
-      const created = await http<{ id: string; operations: { id: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
-        key: DEMO.agent,
-        body: submission([
-          httpOp('big', { method: 'POST', url: `${target.base}/orders`, body: { parts } }, { requires_approval: true }),
-        ]),
-      });
-      expect([created.status, created.status === 201 ? '' : created.text]).toEqual([201, '']);
-      held.push(created.body.operations[0].id);
-      await waitForApprovalRequest(stack, created.body.id);
-    }
+    held.push(...(await largeApprovalRequests(stack, target, HELD)));
     browser = await launchChromium();
     page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
     page.setDefaultTimeout(SLOW);

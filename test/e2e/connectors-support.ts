@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, submission } from '../support/http';
 import type { Execution } from '@verity/sdk';
+import { waitForApprovalRequest } from './dispatcher-helpers';
 export type { Operation as Op, Execution } from '@verity/sdk';
 
 export interface Seen {
@@ -257,4 +258,26 @@ export async function orderTargetHoldingReads() {
       await new Promise((resolve) => server.close(resolve));
     },
   };
+}
+
+/**
+ * `count` executions of one http request to `target` waiting for approval, each ~60 KB of body (6 strings of 10 000
+ * characters, the longest a string may be; an http body takes 64 KiB of JSON): 30 of them are well past a page's 1 MiB.
+ * The operations' ids, oldest first, once every approval request has been made.
+ */
+export async function largeApprovalRequests(stack: Stack, target: TargetServer, count: number): Promise<string[]> {
+  const held: string[] = [];
+  for (let n = 0; n < count; n += 1) {
+    const parts = Array.from({ length: 6 }, (_, i) => `part ${n}.${i} `.padEnd(10_000, 'p'));
+    const created = await http<{ id: string; operations: { id: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
+      key: DEMO.agent,
+      body: submission([
+        httpOp('big', { method: 'POST', url: `${target.base}/orders`, body: { parts } }, { requires_approval: true }),
+      ]),
+    });
+    expect([created.status, created.status === 201 ? '' : created.text]).toEqual([201, '']);
+    held.push(created.body.operations[0].id);
+    await waitForApprovalRequest(stack, created.body.id);
+  }
+  return held;
 }

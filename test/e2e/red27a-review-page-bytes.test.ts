@@ -1,7 +1,6 @@
 import { DEMO, Stack } from '../support/stack';
-import { http, submission } from '../support/http';
-import { allowLoopbackPort, httpOp, startTarget } from './connectors-support';
-import { waitForApprovalRequest } from './dispatcher-helpers';
+import { http } from '../support/http';
+import { allowLoopbackPort, largeApprovalRequests, startTarget } from './connectors-support';
 
 const HELD = 30;
 
@@ -25,22 +24,7 @@ describe('a page of a review queue is bounded by its size as well as its count',
     stack = await Stack.start({ label: 'red27areviewbytes', reconcilers: 0 });
     target = await startTarget();
     await allowLoopbackPort(stack, target.port);
-    for (let n = 0; n < HELD; n += 1) {
-      // ~60 KB of body (an http body takes 64 KiB of JSON): 6 strings of 10 000 characters, the longest a string may be.
-      const parts = Array.from({ length: 6 }, (_, i) => `part ${n}.${i} `.padEnd(10_000, 'p'));
-      const created = await http<{ id: string; operations: { id: string }[] }>(stack.apiUrl, 'POST', '/v1/executions', {
-        key: DEMO.agent,
-        body: submission([
-          httpOp('big', { method: 'POST', url: `${target.base}/orders`, body: { parts } }, { requires_approval: true }),
-        ]),
-      });
-      expect([created.status, created.status === 201 ? '' : created.text]).toEqual([201, '']);
-      held.push(created.body.operations[0].id);
-    }
-    for (const id of held) {
-      const op = await http<{ execution_id: string }>(stack.apiUrl, 'GET', `/v1/operations/${id}`, { key: DEMO.agent });
-      await waitForApprovalRequest(stack, op.body.execution_id);
-    }
+    held.push(...(await largeApprovalRequests(stack, target, HELD)));
   });
   afterAll(async () => {
     await target?.close();

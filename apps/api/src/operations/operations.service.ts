@@ -544,6 +544,14 @@ export class OperationsService {
     if (op.obligation?.effect_shown) return;
     // On the database's clock, as a re-check's `at` and the events beside it.
     const at = new Date(Date.now() + (await databaseClockOffsetMs(this.db.manager))).toISOString();
+    // What the read showed, as the `operation.rechecked` event records it (a re-check's event has the same members).
+    const shown = {
+      trigger: 'resolution',
+      requested_by: principal.keyId,
+      result: read.kind,
+      evidence: read.evidence ?? null,
+      held_for: op.terminalReason,
+    };
     const kept = await this.transitions.annotate(this.db.manager, {
       executionId: op.executionId,
       operationId: op.id,
@@ -551,13 +559,7 @@ export class OperationsService {
       whileUnresolved: true,
       merge: { obligation: { effect_shown: { result: read.kind, evidence: read.evidence ?? null, at } } },
       type: 'operation.rechecked',
-      data: {
-        trigger: 'resolution',
-        requested_by: principal.keyId,
-        result: read.kind,
-        evidence: read.evidence ?? null,
-        held_for: op.terminalReason,
-      },
+      data: shown,
     });
     if (kept.won) return;
     // Another reviewer's FAILED was written while this read was made: the effect the source shows now refutes it, as a
@@ -569,14 +571,7 @@ export class OperationsService {
       whileObligationLacks: 'effect_shown_after_failed',
       merge: { obligation: { effect_shown_after_failed: { result: read.kind, at } } },
       type: 'operation.rechecked',
-      data: {
-        trigger: 'resolution',
-        requested_by: principal.keyId,
-        result: read.kind,
-        evidence: read.evidence ?? null,
-        held_for: op.terminalReason,
-        after: OperationStatus.FAILED,
-      },
+      data: { ...shown, after: OperationStatus.FAILED },
     });
     if (!refuted.won) return;
     this.logger.warn(
