@@ -29,6 +29,8 @@ const SHOWS_NOTHING: [string, string][] = [
   ['U+1D159 MUSICAL SYMBOL NULL NOTEHEAD', '\u{1d159}'],
   ['U+1D159 between spaces', ' \u{1d159}\u{1d159} '],
   ['U+1D159 with a zero-width space and a blank braille cell', '\u{1d159}\u200b\u2800'],
+  ['U+16FE4 KHITAN SMALL SCRIPT FILLER', '\u{16fe4}'],
+  ['U+16FE4 between spaces, beside U+3164', ' \u{16fe4}\u3164 '],
 ];
 
 describe('text that must show something', () => {

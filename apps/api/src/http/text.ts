@@ -22,9 +22,12 @@ export function text(): z.ZodString {
  * WORD JOINER, U+3164 HANGUL FILLER, U+FEFF…), which `trim()` keeps, U+2800 BRAILLE PATTERN BLANK — a braille
  * cell with no dots, drawn as nothing, which Unicode counts as neither (braille text holds it between its words, and
  * such text shows its other cells) — and U+1D159 MUSICAL SYMBOL NULL NOTEHEAD, a notehead drawn as nothing, also
- * neither, listed beside those two among the "invisible characters" of blank names and messages.
+ * neither, listed beside those two among the "invisible characters" of blank names and messages — and U+16FE4
+ * KHITAN SMALL SCRIPT FILLER, a mark (Mn) that fills an empty position of a Khitan character and is drawn as nothing,
+ * also of neither property.
  */
-const SHOWS_NOTHING = /^[\p{White_Space}\p{Default_Ignorable_Code_Point}\u2800\u{1D159}]*$/u;
+// (The mark stands outside the class: a combining mark inside one reads as if it combined with the character before.)
+const SHOWS_NOTHING = /^(?:[\p{White_Space}\p{Default_Ignorable_Code_Point}\u2800\u{1D159}]|\u{16FE4})*$/u;
 
 /**
  * Refuses, as `too_small` (to a reader it says nothing, as the empty string does), a value that shows nothing. The
