@@ -1,4 +1,4 @@
-import { createServer, Server, ServerResponse } from 'node:http';
+import { createServer, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
@@ -17,7 +17,7 @@ import {
 } from './dispatcher-helpers';
 import type { ProblemDetails as Problem } from '@verity/sdk';
 import { orderAt } from '../support/fixtures';
-import { allowLoopbackPort } from './connectors-support';
+import { allowLoopbackPort, orderTargetHoldingReads } from './connectors-support';
 
 const TRIALS = 20;
 const RACERS = 20;
@@ -246,23 +246,7 @@ describe('api: decide once, never relabel an effect', () => {
     // resolution decided from a read of the hold made before it is refused with the winner's decision, not written over
     // it (the reviewer who re-dated the hold was told it stays). The FAILED's read of the source is held here until the
     // other reviewer's "still unknown" is recorded, so the two overlap every time.
-    const heldReads: ServerResponse[] = [];
-    const target = { readsDown: true, holdReads: false };
-    const server: Server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        const answer = (to: ServerResponse, status: number, value: unknown) => {
-          to.writeHead(status, { 'content-type': 'application/json' });
-          to.end(JSON.stringify(value));
-        };
-        if (req.method === 'POST') return answer(res, 500, { error: { code: 'internal' } });
-        if (target.holdReads) return void heldReads.push(res);
-        if (target.readsDown) return answer(res, 503, { error: { code: 'maintenance' } });
-        return answer(res, 404, {});
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
+    const { port, heldReads, target, close } = await orderTargetHoldingReads();
     try {
       await allowLoopbackPort(stack, port);
       const created = await submit(stack, [orderAt(port, 'order')]);
@@ -302,8 +286,7 @@ describe('api: decide once, never relabel an effect', () => {
       expect(countOf(log, 'operation.resolved')).toBe(0);
       expect(await getOperation(stack, held.id)).toMatchObject({ status: 'MANUAL_REVIEW' });
     } finally {
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await close();
     }
   });
 

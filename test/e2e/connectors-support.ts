@@ -230,11 +230,12 @@ export async function deniedAfter(
  * A target of the http connector on loopback whose sends never succeed (500: an order whose outcome is unknown, so it is
  * held for review) and whose reads answer 503 (the source unreachable) until `holdReads` is set: from then on each read
  * is held in `heldReads` until the test answers it, so a reviewer's read can be made to end after another decision.
- * `close` answers what is still held (503) and stops the server.
+ * With `readsDown` cleared (and nothing held), a read answers 404 (no such order). `close` answers what is still held
+ * (503) and stops the server.
  */
 export async function orderTargetHoldingReads() {
   const heldReads: ServerResponse[] = [];
-  const target = { holdReads: false };
+  const target = { holdReads: false, readsDown: true };
   const server = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
@@ -243,6 +244,10 @@ export async function orderTargetHoldingReads() {
         return res.end('{"error":{"code":"internal"}}');
       }
       if (target.holdReads) return void heldReads.push(res);
+      if (!target.readsDown) {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        return res.end('{}');
+      }
       res.writeHead(503, { 'content-type': 'application/json' });
       res.end('{"error":{"code":"maintenance"}}');
     });
