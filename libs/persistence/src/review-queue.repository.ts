@@ -24,7 +24,7 @@ const MANUAL_REVIEW = sqlLiterals([OperationStatus.MANUAL_REVIEW]);
  * the queue nor its count: it can no longer be approved (the approval statement checks the same deadline). Params are not searched: a substring search over them would let anyone
  * probe for a secret's value. `%` and `_` typed by a reviewer are literal (see likePattern).
  */
-const QUEUE_FILTER = `FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
+export const QUEUE_FILTER = `FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
        AND (($2::text = 'approvals' AND o.status = ${PREPARED} AND o.approval->>'state' = 'requested'
              AND e.deadline_at > clock_timestamp())
@@ -65,7 +65,8 @@ function likePattern(text: string): string {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
-function filterParams(tenantId: string, queue: ReviewQueue, filter: ReviewQueueFilter): unknown[] {
+/** The parameters $1 to $7 of QUEUE_FILTER: a filter the reviewer did not set is null. */
+export function filterParams(tenantId: string, queue: ReviewQueue, filter: ReviewQueueFilter): unknown[] {
   const held = queue === 'manual_reviews';
   return [
     tenantId,

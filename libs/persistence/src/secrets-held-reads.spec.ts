@@ -5,9 +5,11 @@ import { chargeOperation, insertTestExecution } from '../../../test/support/fixt
 import { writeConnectorSecret } from './connector-settings.repository';
 import { ExecutionEntity } from './entities';
 import {
+  QUEUE_FILTER,
   REVIEW_QUEUE_SQL,
   ReviewQueue,
   ReviewQueueFilter,
+  filterParams,
   reviewQueuePageWithSecretsHeld,
 } from './review-queue.repository';
 import { SecretsCipher } from './secrets-cipher';
@@ -42,16 +44,6 @@ describe('reads that tell whether the tenant holds any secret find what they fou
     byStatusBefore: `SELECT {columns:Execution e} FROM executions e
      WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2`,
   };
-  const REVIEW_FILTER = `FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
-     WHERE o.tenant_id = $1
-       AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested'
-             AND e.deadline_at > clock_timestamp())
-         OR ($2::text = 'manual_reviews' AND o.status = 'MANUAL_REVIEW'
-             AND ($3::text IS NULL OR o.obligation->>'reason' = $3)
-             AND ($4::boolean IS NULL OR (o.obligation->>'escalated_at' IS NOT NULL) = $4)))
-       AND ($5::text IS NULL OR o.connector = $5)
-       AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
-            OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)`;
   const STATUSES = ['created', 'running', 'completed', 'failed'];
   const executions: Record<string, string[]> = { acme: [], bare: [], elsewhere: [] };
   const operations: Record<string, string[]> = { acme: [], bare: [], elsewhere: [] };
@@ -152,17 +144,8 @@ describe('reads that tell whether the tenant holds any secret find what they fou
     for (const tenant of ['acme', 'bare', 'elsewhere', 'nobody'] as const) {
       for (const queue of ['approvals', 'manual_reviews'] as ReviewQueue[]) {
         for (const filter of filters) {
-          const held = queue === 'manual_reviews';
-          const params = [
-            tenant,
-            queue,
-            held ? (filter.reason ?? null) : null,
-            held ? (filter.escalated ?? null) : null,
-            filter.connector ?? null,
-            filter.q ?? null,
-            filter.q ? `%${filter.q}%` : null,
-          ];
-          const [{ n }] = await rows<{ n: number }>(m, `SELECT count(*)::int AS n ${REVIEW_FILTER}`, params);
+          const params = filterParams(tenant, queue, filter);
+          const [{ n }] = await rows<{ n: number }>(m, `SELECT count(*)::int AS n ${QUEUE_FILTER}`, params);
           for (const limit of [1, 50]) {
             const page = await reviewQueuePageWithSecretsHeld(m, tenant, queue, { ...filter, limit }, TAKING);
             expect(page.found.total).toBe(n);
