@@ -3,7 +3,6 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import {
   ExecutionEntity,
   ReviewQueue,
-  readSnapshot,
   reviewQueueCounts,
   reviewQueuePage,
   reviewQueuePageWithSecretsHeld,
@@ -13,7 +12,7 @@ import { TerminalReason } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { pastDeadlineAt } from '../executions/approval-clock';
-import { readForAnswer } from '../executions/execution-read';
+import { readForAnswer, readSnapshotForAnswer } from '../executions/execution-read';
 import { presentOperation } from '../executions/presenter';
 import { PAGE_BYTES } from '../http/parse';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
@@ -63,9 +62,8 @@ export class ReviewService {
    * judged from after that cancel.
    */
   async list(principal: Principal, queue: ReviewQueue, query: QueueQuery) {
-    // Begun before the snapshot: the page's first read tells whether the tenant holds any secret (readForAnswer).
-    const secretsRead = this.tenantConnectors.secretsReadBegins();
-    return readSnapshot(this.db, async (db) => {
+    // The page's first read tells whether the tenant holds any secret (readForAnswer).
+    return readSnapshotForAnswer(this.db, this.tenantConnectors, async (db, secretsRead) => {
       const found = await readForAnswer(
         this.tenantConnectors,
         principal.tenantId,

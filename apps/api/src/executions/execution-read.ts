@@ -1,6 +1,11 @@
 import type { SecretsRead, TenantConnectors } from '@verity/connectors';
-import { type ExecutionEntity, type SecretsHeld, findExecutionWithSecretsHeld } from '@verity/persistence';
-import type { EntityManager } from 'typeorm';
+import {
+  type ExecutionEntity,
+  type SecretsHeld,
+  findExecutionWithSecretsHeld,
+  readSnapshot,
+} from '@verity/persistence';
+import type { DataSource, EntityManager } from 'typeorm';
 
 /**
  * What `read` finds of the tenant's rows for an answer (an execution, an operation, a page of them), its statement
@@ -35,4 +40,17 @@ export function findExecutionForAnswer(
   begun?: SecretsRead,
 ): Promise<ExecutionEntity | null> {
   return readForAnswer(connectors, tenantId, (held) => findExecutionWithSecretsHeld(db, id, tenantId, held), begun);
+}
+
+/**
+ * `work` on one snapshot (readSnapshot) whose reads for an answer (readForAnswer) take `begun`: the read of the tenant's
+ * secrets, begun before the snapshot's transaction begins, as readForAnswer asks.
+ */
+export function readSnapshotForAnswer<T>(
+  dataSource: DataSource,
+  connectors: TenantConnectors,
+  work: (db: EntityManager, begun: SecretsRead) => Promise<T>,
+): Promise<T> {
+  const begun = connectors.secretsReadBegins();
+  return readSnapshot(dataSource, (db) => work(db, begun));
 }

@@ -28,7 +28,6 @@ import {
   lockActiveKey,
   lockExecution,
   preparedOperation,
-  readSnapshot,
   snapshotOf,
   transaction,
 } from '@verity/persistence';
@@ -48,7 +47,7 @@ import { submissions } from '../metrics/metrics';
 import { FieldError, Problem } from '../problem/problem';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
-import { findExecutionForAnswer, readForAnswer } from './execution-read';
+import { findExecutionForAnswer, readForAnswer, readSnapshotForAnswer } from './execution-read';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
@@ -400,9 +399,8 @@ export class ExecutionsService {
    * still running beside operations that cancel had ended — a state no one ever committed.
    */
   async get(principal: Principal, id: string): Promise<ExecutionView> {
-    // Begun before the snapshot: the execution's read tells whether the tenant holds any secret (findExecutionForAnswer).
-    const secretsRead = this.tenantConnectors.secretsReadBegins();
-    return readSnapshot(this.db, async (db) => {
+    // The execution's read tells whether the tenant holds any secret (findExecutionForAnswer).
+    return readSnapshotForAnswer(this.db, this.tenantConnectors, async (db, secretsRead) => {
       const execution = await findExecutionForAnswer(db, this.tenantConnectors, id, principal.tenantId, secretsRead);
       if (!execution) throw Problem.notFound('Execution', id);
       const operations = await findOperations(db, id, principal.tenantId);
@@ -418,9 +416,8 @@ export class ExecutionsService {
 
   /** A page of executions, each with its operations, as of one moment (one snapshot, as `get`). */
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
-    // Begun before the snapshot: the page's read tells whether the tenant holds any secret (readForAnswer).
-    const secretsRead = this.tenantConnectors.secretsReadBegins();
-    return readSnapshot(this.db, async (db) => {
+    // The page's read tells whether the tenant holds any secret (readForAnswer).
+    return readSnapshotForAnswer(this.db, this.tenantConnectors, async (db, secretsRead) => {
       const executions = await readForAnswer(
         this.tenantConnectors,
         principal.tenantId,

@@ -100,7 +100,7 @@ import type { Principal } from '../auth/principal';
 import { FieldError, Problem } from '../problem/problem';
 import { cancelledBy } from '../executions/executions.service';
 import { databaseNowForApprovals, pastDeadlineAt } from '../executions/approval-clock';
-import { readForAnswer } from '../executions/execution-read';
+import { readForAnswer, readSnapshotForAnswer } from '../executions/execution-read';
 import { presentExecution, presentOperation, requestedOperation, shownRetryRule } from '../executions/presenter';
 import { preconditionFailed, versionConditionFailed } from '../http/if-match';
 import { refuseSecretValuesIn, secretValueErrorsIn } from '../http/secret-values';
@@ -195,9 +195,8 @@ export class OperationsService {
    * showed it still held, with its last move and its options judged from after the cancel (its execution ended).
    */
   async get(principal: Principal, id: string) {
-    // Begun before the snapshot: the operation's read tells whether the tenant holds any secret (readForAnswer).
-    const secretsRead = this.connectors.secretsReadBegins();
-    return readSnapshot(this.db, async (db) => {
+    // The operation's read tells whether the tenant holds any secret (readForAnswer).
+    return readSnapshotForAnswer(this.db, this.connectors, async (db, secretsRead) => {
       const { op, version } = await this.loadAt(principal, id, db, secretsRead);
       const changes = await findLastStatusChanges(db, [op.id], principal.tenantId);
       const judged = await this.holds.judgeOne(principal.tenantId, op, db);
