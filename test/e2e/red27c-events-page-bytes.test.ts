@@ -1,8 +1,10 @@
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
-import { Event, submit, waitForOp } from './dispatcher-helpers';
+import { Event, getExecution, submit } from './dispatcher-helpers';
 
 const INVESTIGATIONS = 90;
+/** Two of those investigations on each hold: 60 KB, within the 64 KiB of evidence a hold's investigations keep. */
+const HOLDS = INVESTIGATIONS / 2;
 
 /** Evidence as large as a resolution takes it: 10,000 characters of three bytes each. */
 const evidence = (n: number) => `investigation ${n} `.padEnd(10_000, '€');
@@ -24,11 +26,22 @@ describe('a page of events is bounded by its size as well as its count', () => {
   let executionId: string;
   beforeAll(async () => {
     stack = await Stack.start({ label: 'red27ceventbytes' });
-    const created = await submit(stack, [charge(unique('red27c'), { expected_state: { charged: true } })]);
+    const created = await submit(
+      stack,
+      Array.from({ length: HOLDS }, (_, i) => ({
+        ...charge(unique(`red27c-${i}`), { expected_state: { charged: true } }),
+        key: `charge-${i}`,
+      })),
+    );
     executionId = created.id;
-    const held = await waitForOp(stack, executionId, 'charge', (o) => o.status === 'MANUAL_REVIEW');
+    const held = await waitFor(
+      () => getExecution(stack, executionId),
+      (e) => e.operations.every((o) => o.status === 'MANUAL_REVIEW'),
+      60_000,
+      200,
+    );
     for (let n = 0; n < INVESTIGATIONS; n += 1) {
-      const res = await http(stack.apiUrl, 'POST', `/v1/operations/${held.id}/resolve`, {
+      const res = await http(stack.apiUrl, 'POST', `/v1/operations/${held.operations[n % HOLDS].id}/resolve`, {
         key: DEMO.reviewer,
         body: { status: 'MANUAL_REVIEW', evidence: evidence(n) },
       });

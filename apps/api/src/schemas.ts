@@ -151,7 +151,10 @@ const RecoveryObligation = z.looseObject({
   effect_shown: z.strictObject({ result: z.string(), evidence: z.unknown(), at: DateTime }).optional(),
   /** On a FAILED operation: a read of the source after the resolution showed the effect (commit unknown, no retry). */
   effect_shown_after_failed: z.strictObject({ result: z.string(), at: DateTime }).optional(),
-  /** "Still unknown after investigation" records, oldest first (at most 100 per hold); each re-dated the obligation. */
+  /**
+   * "Still unknown after investigation" records, oldest first (at most 100 per hold, their evidence at most 64 KiB of
+   * UTF-8 together); each re-dated the obligation.
+   */
   investigations: z
     .array(
       z.strictObject({

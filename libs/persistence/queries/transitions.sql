@@ -202,6 +202,26 @@ WITH stamp AS MATERIALIZED (
        RETURNING id, seq, execution_id,
                  (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
 
+-- stillUnknown
+WITH moved AS (
+         UPDATE operations SET updated_at = clock_timestamp(), obligation = coalesce(obligation, '{}'::jsonb) || $5::jsonb
+         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND attempt = $4 AND obligation->'resolution' IS NULL AND (EXISTS (SELECT 1 FROM api_keys k WHERE k.id = $6 AND k.tenant_id = $2 AND k.revoked_at IS NULL FOR SHARE)) AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $7 AND coalesce((SELECT sum(octet_length(i->>'evidence')) FROM jsonb_array_elements(obligation->'investigations') i), 0) + $8::int <= $9::int
+         RETURNING id, execution_id, tenant_id, created_at, terminal_reason
+       ), seq AS (
+         UPDATE executions e SET event_seq = e.event_seq + $15::int, updated_at = clock_timestamp()
+         FROM moved WHERE e.id = moved.execution_id
+         RETURNING e.id, e.event_seq
+       )
+       INSERT INTO events (id, execution_id, tenant_id, seq, operation_id, type, from_status, to_status, data)
+       SELECT m.event_id, seq.id, moved.tenant_id, seq.event_seq - $15::int + m.ord, moved.id, m.type,
+              m.from_status, m.to_status, m.data
+       FROM moved JOIN seq ON seq.id = moved.execution_id,
+            unnest($10::text[], $11::text[], $12::text[], $13::text[],
+                   $14::jsonb[]) WITH ORDINALITY AS m(event_id, type, from_status, to_status, data, ord)
+       ORDER BY m.ord
+       RETURNING id, seq, execution_id,
+                 (SELECT extract(epoch FROM clock_timestamp() - created_at)::float8 FROM moved) AS age_s;
+
 -- decisionAtVersion
 SELECT 1 FROM tenants WHERE id = $1 FOR SHARE;
 

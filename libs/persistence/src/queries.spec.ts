@@ -151,6 +151,16 @@ async function assembledStatements(): Promise<Record<string, Record<string, stri
           resolutionStamp: true,
         }),
       ),
+      // A reviewer's "still unknown" (apps/api operations.service stillUnknown): written only while no other was recorded
+      // since its read, and while the hold's investigations, with it, keep the evidence budget.
+      stillUnknown: await recorded((db) =>
+        transitions.decide(db, {
+          ...resolution(1, TerminalReason.SOURCE_UNREACHABLE),
+          addsInvestigationBytes: 120,
+          event: { type: 'operation.still_unknown', data: {} },
+          merge: { obligation: { investigations: [] } },
+        }),
+      ),
       // A reviewer's decision sent with If-Match (apps/api operations.service): written only at a version it names,
       // after the tenant's row is share-locked by a statement of its own (the version covers its approval rules).
       decisionAtVersion: (

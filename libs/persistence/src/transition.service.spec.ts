@@ -1,4 +1,10 @@
-import { ExecutionStatus, IllegalTransitionError, OperationStatus, TerminalReason } from '@verity/status-model';
+import {
+  ExecutionStatus,
+  IllegalTransitionError,
+  MAX_INVESTIGATION_BYTES_PER_HOLD,
+  OperationStatus,
+  TerminalReason,
+} from '@verity/status-model';
 import { chargeOperation, insertChargeExecution, insertTestExecution } from '../../../test/support/fixtures';
 import { lockWaiters, waitForLockWaiter, writeDuringRevocation } from '../../../test/support/lock-waits';
 import { waitFor } from '../../../test/support/stack';
@@ -2082,6 +2088,43 @@ describe('TransitionService (real Postgres)', () => {
       merge: { obligation: { resolution: { status: 'FAILED' } } },
       move: { to: OperationStatus.FAILED },
     });
+
+  it('decide: a "still unknown" is written only while its hold’s investigations, with it, keep the evidence budget', async () => {
+    const { executionId, operationId } = await heldOperation(TerminalReason.STALE_REPLICA);
+    // Two investigations on the row, 30,000 bytes of evidence each (a € is three bytes).
+    const kept = [1, 2].map((n) => ({ evidence: '€'.repeat(10_000), by: reviewerKey, n }));
+    await db.dataSource.query(
+      `UPDATE operations SET obligation = obligation || jsonb_build_object('investigations', $2::jsonb) WHERE id = $1`,
+      [operationId, JSON.stringify(kept)],
+    );
+    const room = MAX_INVESTIGATION_BYTES_PER_HOLD - 60_000;
+    // Written from a read that saw the row as it is (its count matches): only the statement's budget can refuse it.
+    const stillUnknown = (bytes: number) =>
+      transitions.decide(db.dataSource.manager, {
+        operation: {
+          ...snapshot(operationId),
+          status: OperationStatus.MANUAL_REVIEW,
+          attempt: 1,
+          terminalReason: TerminalReason.STALE_REPLICA,
+        },
+        tenantId: 'acme',
+        byKey: reviewerKey,
+        open: 'resolution',
+        investigationsSeen: 2,
+        addsInvestigationBytes: bytes,
+        event: { type: 'operation.still_unknown', data: {} },
+        merge: { obligation: { investigations: [...kept, { evidence: 'x'.repeat(bytes) }] } },
+      });
+    expect((await stillUnknown(room + 1)).won).toBe(false);
+    await expectNothingWritten(executionId, 'created');
+    expect((await stillUnknown(room)).won).toBe(true);
+    const [row] = (await db.dataSource.query(
+      `SELECT (SELECT sum(octet_length(i->>'evidence')) FROM jsonb_array_elements(obligation->'investigations') i)::int AS bytes
+       FROM operations WHERE id = $1`,
+      [operationId],
+    )) as { bytes: number }[];
+    expect(row.bytes).toBe(MAX_INVESTIGATION_BYTES_PER_HOLD);
+  });
 
   it('decide: a resolution’s at, wherever it is written, is the time of its events (the move’s: the failure’s at)', async () => {
     const { executionId, operationId } = await heldOperation(TerminalReason.STALE_REPLICA);

@@ -12,6 +12,7 @@ import {
   heldNeverSent,
   isSettledOperation,
   keepsTerminalReason,
+  MAX_INVESTIGATION_BYTES_PER_HOLD,
   requiresUnacknowledged,
   requiresUnrejected,
 } from '@verity/status-model';
@@ -265,6 +266,12 @@ export interface DecisionInput {
    * is written (each re-dates the obligation; a second one would re-date what its author never saw).
    */
   investigationsSeen?: number;
+  /**
+   * A "still unknown" appending an investigation whose evidence is this many bytes (UTF-8): written only while the
+   * evidence of the investigations the obligation lists, with it, stays within MAX_INVESTIGATION_BYTES_PER_HOLD —
+   * judged on the row the statement writes, so no two records each within it when read can together pass it.
+   */
+  addsInvestigationBytes?: number;
   /**
    * An approval decision written only while the approval request on the row is this one (its `requested_at`, as the
    * API shows it): a reviewer's decision answers the request they were shown, not one asked for since — after the grant
@@ -923,6 +930,12 @@ export class TransitionService {
     if (input.investigationsSeen !== undefined) {
       params.push(input.investigationsSeen);
       unchanged += ` AND coalesce(jsonb_array_length(obligation->'investigations'), 0) = $${params.length}`;
+    }
+    if (input.addsInvestigationBytes !== undefined) {
+      params.push(input.addsInvestigationBytes, MAX_INVESTIGATION_BYTES_PER_HOLD);
+      unchanged +=
+        ` AND coalesce((SELECT sum(octet_length(i->>'evidence')) FROM jsonb_array_elements(obligation->'investigations') i), 0)` +
+        ` + $${params.length - 1}::int <= $${params.length}::int`;
     }
     if (move) {
       // Its own reason, null when it names none (a resolution): the hold's no longer explains the status it ends in.

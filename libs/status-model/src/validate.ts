@@ -146,6 +146,15 @@ export const RESOLUTION_STATUSES: readonly ResolutionStatus[] = [
  */
 export const MAX_INVESTIGATIONS_PER_HOLD = 100;
 
+/**
+ * How much evidence, in bytes of UTF-8 as it is stored, the "still unknown" records of one hold keep together (64 KiB):
+ * an investigation that would take it past this is refused, as one past MAX_INVESTIGATIONS_PER_HOLD is. Each
+ * statement may be 10,000 characters (up to 30 KB), so 100 of them made one operation ~3 MB and an execution of 100
+ * held operations ~300 MB in one answer. 64 KiB keeps the whole history of a hold readable in one page (a hundred
+ * notes of ~650 bytes, or six of the longest in plain text) and one execution's held operations under ~13 MB of it.
+ */
+export const MAX_INVESTIGATION_BYTES_PER_HOLD = 64 * 1024;
+
 /** The permitted actions of a recovery obligation: never sent → SENT or CANCELLED; sent → VERIFIED or FAILED. */
 export function permittedResolutions(
   status: OperationStatus,

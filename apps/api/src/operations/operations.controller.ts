@@ -16,7 +16,7 @@ import {
 import { JsonBody, refuseBody } from '../http/parse';
 import { APPROVAL_EXAMPLE, OPERATION_DETAIL_EXAMPLE, RESOLVE_EXAMPLE } from '../openapi-examples';
 import { ApiEndpoint } from '../openapi';
-import { OperationStatus } from '@verity/status-model';
+import { MAX_INVESTIGATION_BYTES_PER_HOLD, MAX_INVESTIGATIONS_PER_HOLD, OperationStatus } from '@verity/status-model';
 import { ApprovalBody, ResolveBody } from '../schemas';
 import { OperationsService } from './operations.service';
 
@@ -97,7 +97,10 @@ export class OperationsController {
     description:
       'VERIFIED / FAILED / SENT / CANCELLED end the hold. MANUAL_REVIEW records "still unknown after investigation": ' +
       'the operation stays held, its obligation is re-dated (`due_in_seconds`, default the tenant policy) and the ' +
-      'history shows it (`operation.still_unknown`); a later resolution is still possible.',
+      'history shows it (`operation.still_unknown`); a later resolution is still possible. A hold keeps at most ' +
+      `${MAX_INVESTIGATIONS_PER_HOLD} such records and ${MAX_INVESTIGATION_BYTES_PER_HOLD / 1024} KiB (UTF-8) of ` +
+      'their evidence together: one past either is 409 `resolution-not-permitted` ' +
+      '(`investigations`, and `investigation_bytes` with `investigation_bytes_limit`), nothing written.',
     params: [ID],
     body: { schema: 'ResolveRequest', example: { summary: 'Found at the provider', value: RESOLVE_EXAMPLE } },
     response: { description: 'The operation after the resolution', schema: 'OperationDetail', headers: VERSION_ETAG },

@@ -72,6 +72,7 @@ import {
   ResolutionStatus,
   canRetry,
   operationTransitionRule,
+  MAX_INVESTIGATION_BYTES_PER_HOLD,
   MAX_INVESTIGATIONS_PER_HOLD,
   failedRefusedByRead,
   verifiedRefusedByRead,
@@ -947,6 +948,9 @@ export class OperationsService {
         { current_status: op.status, investigations: seen.length },
       );
     }
+    // Nor past the evidence a hold keeps: checked here to say so, and again in the statement below, on the row it writes.
+    const refusedBytes = investigationBytesRefusal(op, evidence);
+    if (refusedBytes) throw refusedBytes;
     // On the database's clock: the sweeper finds the obligation overdue by it, and reads the next re-check by it. By an
     // API host's clock behind it by more than the due time, the re-dated obligation was overdue at once and escalated
     // on the next sweep, though the reviewer had just given it hours.
@@ -974,6 +978,7 @@ export class OperationsService {
       byKey: principal.keyId,
       open: 'resolution',
       investigationsSeen: seen.length,
+      addsInvestigationBytes: Buffer.byteLength(evidence),
       whileVersionIn: ifMatch,
       whileVersionNotIn: ifNoneMatch,
       event: { type: 'operation.still_unknown', data: investigation },
@@ -992,7 +997,12 @@ export class OperationsService {
       throw await readSnapshot(this.db, async (db) => {
         const { op: now, version: nowVersion } = await this.loadAt(principal, id, db);
         if (ifNoneMatch?.includes(nowVersion)) return versionConditionFailed('the operation', { ifNoneMatch });
-        return unlessStale(await this.resolutionRefusal(principal, now, seen.length, db), ifMatch, nowVersion);
+        // Someone recorded one first (409 already-decided, naming it); else, the row's evidence leaves no room for it.
+        const refusal =
+          (await this.decidedFirst(principal, now, seen.length, db)) ??
+          investigationBytesRefusal(now, evidence) ??
+          (await this.resolutionRefusal(principal, now, seen.length, db));
+        return unlessStale(refusal, ifMatch, nowVersion);
       });
     }
     if (nextCheckAt) {
@@ -1401,6 +1411,32 @@ function retryNotAllowed(status: OperationStatus, rule: RetryRule = retryRuleOf(
  * 412 for a decision made on a version of the operation that is no longer current (its If-Match names others): what
  * its author saw is not what it would now be applied to — a second hold, an approval asked for again. Nothing written.
  */
+/**
+ * 409 resolution-not-permitted when a "still unknown" with `evidence` would take the evidence a hold's investigations
+ * keep past MAX_INVESTIGATION_BYTES_PER_HOLD (bytes of UTF-8, as stored); null otherwise, or when it is no longer held.
+ * `investigation_bytes` is what the hold's investigations already keep: a shorter statement may still fit.
+ */
+function investigationBytesRefusal(op: OperationEntity, evidence: string): Problem | null {
+  if (op.status !== OperationStatus.MANUAL_REVIEW || !op.obligation) return null;
+  const investigations = op.obligation.investigations ?? [];
+  const used = investigations.reduce((sum, i) => sum + Buffer.byteLength(i.evidence), 0);
+  const adds = Buffer.byteLength(evidence);
+  if (used + adds <= MAX_INVESTIGATION_BYTES_PER_HOLD) return null;
+  const room = Math.max(0, MAX_INVESTIGATION_BYTES_PER_HOLD - used);
+  return Problem.conflict(
+    'resolution-not-permitted',
+    `this hold's investigations already keep ${used} bytes of evidence and this one is ${adds} more (at most ` +
+      `${MAX_INVESTIGATION_BYTES_PER_HOLD} together${room > 0 ? `; ${room} are left` : ''}): resolve it, or leave ` +
+      'it to its escalation, rather than re-dating it again',
+    {
+      current_status: op.status,
+      investigations: investigations.length,
+      investigation_bytes: used,
+      investigation_bytes_limit: MAX_INVESTIGATION_BYTES_PER_HOLD,
+    },
+  );
+}
+
 function refuseStale(ifMatch: readonly string[] | undefined, version: string): void {
   if (ifMatch !== undefined && !ifMatch.includes(version)) throw preconditionFailed('the operation', version);
 }

@@ -151,7 +151,7 @@ export interface paths {
     put?: never;
     /**
      * Resolve a MANUAL_REVIEW operation with evidence (reviewer)
-     * @description VERIFIED / FAILED / SENT / CANCELLED end the hold. MANUAL_REVIEW records "still unknown after investigation": the operation stays held, its obligation is re-dated (`due_in_seconds`, default the tenant policy) and the history shows it (`operation.still_unknown`); a later resolution is still possible.
+     * @description VERIFIED / FAILED / SENT / CANCELLED end the hold. MANUAL_REVIEW records "still unknown after investigation": the operation stays held, its obligation is re-dated (`due_in_seconds`, default the tenant policy) and the history shows it (`operation.still_unknown`); a later resolution is still possible. A hold keeps at most 100 such records and 64 KiB (UTF-8) of their evidence together: one past either is 409 `resolution-not-permitted` (`investigations`, and `investigation_bytes` with `investigation_bytes_limit`), nothing written.
      */
     post: operations['resolveOperation'];
     delete?: never;
