@@ -1408,10 +1408,6 @@ function retryNotAllowed(status: OperationStatus, rule: RetryRule = retryRuleOf(
 }
 
 /**
- * 412 for a decision made on a version of the operation that is no longer current (its If-Match names others): what
- * its author saw is not what it would now be applied to — a second hold, an approval asked for again. Nothing written.
- */
-/**
  * 409 resolution-not-permitted when a "still unknown" with `evidence` would take the evidence a hold's investigations
  * keep past MAX_INVESTIGATION_BYTES_PER_HOLD (bytes of UTF-8, as stored); null otherwise, or when it is no longer held.
  * `investigation_bytes` is what the hold's investigations already keep: a shorter statement may still fit.
@@ -1437,6 +1433,10 @@ function investigationBytesRefusal(op: OperationEntity, evidence: string): Probl
   );
 }
 
+/**
+ * 412 for a decision made on a version of the operation that is no longer current (its If-Match names others): what
+ * its author saw is not what it would now be applied to — a second hold, an approval asked for again. Nothing written.
+ */
 function refuseStale(ifMatch: readonly string[] | undefined, version: string): void {
   if (ifMatch !== undefined && !ifMatch.includes(version)) throw preconditionFailed('the operation', version);
 }
