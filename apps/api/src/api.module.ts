@@ -15,6 +15,7 @@ import { WebhookDeliveriesService } from './admin/webhook-deliveries.service';
 import { WebhooksService } from './admin/webhooks.service';
 import { ApiKeyService } from './auth/api-key.service';
 import { AuthGuard } from './auth/auth.guard';
+import { V1InFlight } from './auth/v1-in-flight';
 import { RefuseUnmatchableIfMatch } from './http/if-match';
 import { ReviewController } from './console/review.controller';
 import { ReviewService } from './console/review.service';
@@ -70,6 +71,8 @@ export class ApiModule {
         StreamService,
         RouteMethods,
         { provide: APP_GUARD, useClass: AuthGuard },
+        // Right after the key is checked, before anything reads the request: a refusal carries nothing out.
+        { provide: APP_GUARD, useClass: V1InFlight },
         // After the key is checked (global guards run in this order); a guard, not an interceptor: an interceptor
         // wraps every handler in an rxjs pipeline, a cost on every request the check does not need.
         { provide: APP_GUARD, useClass: RefuseUnreadQuery },

@@ -512,7 +512,7 @@ export const PROBLEMS = {
     status: 429,
     title: 'Too many requests',
     detail: 'retry in 12 s',
-    summary: 'The key’s rate limit is used up (see Retry-After)',
+    summary: 'The key’s rate limit is used up, or it has too many requests in flight (see Retry-After)',
   },
   'too-many-failed-authentications': {
     status: 429,

@@ -253,6 +253,8 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['RATE_LIMIT_PER_MINUTE', 1, 1_000_000_000, 6000],
     ['MAX_STREAMS_PER_KEY', 1, 100_000, 20],
     ['MAX_STREAMS_PER_PROCESS', 1, 100_000, 1000],
+    ['MAX_V1_REQUESTS_PER_KEY', 1, 10_000, 64],
+    ['MAX_V1_REQUESTS_PER_PROCESS', 1, 100_000, 256],
     ['MAX_MCP_REQUESTS_PER_KEY', 1, 10_000, 100],
     ['MAX_MCP_REQUESTS_PER_PROCESS', 1, 100_000, 200],
     ['SSE_HEARTBEAT_MS', 100, HOUR, 15_000],

@@ -311,6 +311,16 @@ const ConfigSchema = z
      * of them).
      */
     MAX_STREAMS_PER_PROCESS: integer({ min: 1, max: 100_000, default: 1000 }),
+    /**
+     * /v1 requests one key may have in flight at once in one API process (an open stream and the calls the MCP
+     * endpoint makes for a client are not counted: they have bounds of their own).
+     */
+    MAX_V1_REQUESTS_PER_KEY: integer({ min: 1, max: 10_000, default: 64 }),
+    /**
+     * /v1 requests all keys together may have in flight at once in one API process (one tenant, all its keys, at most
+     * half of them).
+     */
+    MAX_V1_REQUESTS_PER_PROCESS: integer({ min: 1, max: 100_000, default: 256 }),
     /** MCP requests (each message with an id) one key may have in flight at once in one API process. */
     MAX_MCP_REQUESTS_PER_KEY: integer({ min: 1, max: 10_000, default: 100 }),
     /**

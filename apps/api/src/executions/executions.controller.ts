@@ -5,6 +5,7 @@ import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { findExecution } from '@verity/persistence';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
+import { OwnInFlightBound } from '../auth/v1-in-flight';
 import { ActsOn } from '../http/if-match';
 import {
   cursorPageQuery,
@@ -184,6 +185,8 @@ export class ExecutionsController {
   }
 
   @Get(':id/stream')
+  // Long-lived and bounded as a stream (MAX_STREAMS_PER_KEY): not among the key's requests in flight.
+  @OwnInFlightBound()
   @ApiEndpoint({
     id: 'streamExecutionEvents',
     summary: 'Live events (server-sent events)',

@@ -38,6 +38,8 @@ describe('the limits docs/api.md lists', () => {
   it('give each configurable limit its default', () => {
     const rows: [string, keyof typeof config][] = [
       ['requests per key', 'RATE_LIMIT_PER_MINUTE'],
+      ['requests in flight per key', 'MAX_V1_REQUESTS_PER_KEY'],
+      ['requests in flight per tenant and per process', 'MAX_V1_REQUESTS_PER_PROCESS'],
       ['open streams per key', 'MAX_STREAMS_PER_KEY'],
       ['open streams per tenant and per process', 'MAX_STREAMS_PER_PROCESS'],
       ['MCP requests in flight per key', 'MAX_MCP_REQUESTS_PER_KEY'],

@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
-import { TenantShare, TenantShareBound, adjustHeld, releaseOnce } from '../held-counts';
+import { KeyShare, KeyShareBound, adjustHeld, releaseOnce } from '../held-counts';
 
 /** Whose requests in flight a refused POST would have put past its bound (`waits`: the key's wait_for_execution calls). */
-export type McpInFlightBound = 'key' | 'waits' | TenantShareBound;
+export type McpInFlightBound = 'waits' | KeyShareBound;
 
 export type McpInFlightTake =
   | { taken: true; /** Gives the places back (once). */ release: () => void }
@@ -22,16 +22,20 @@ export type McpInFlightTake =
  */
 @Injectable()
 export class McpInFlight {
-  private readonly held = new Map<string, number>();
   private readonly waitsHeld = new Map<string, number>();
-  private readonly share: TenantShare;
+  private readonly places: KeyShare;
 
   constructor(@Inject(VERITY_CONFIG) private readonly config: VerityConfig) {
-    this.share = new TenantShare(config.MAX_MCP_REQUESTS_PER_PROCESS);
+    this.places = new KeyShare(config.MAX_MCP_REQUESTS_PER_KEY, config.MAX_MCP_REQUESTS_PER_PROCESS);
   }
 
   get keyLimit(): number {
-    return this.config.MAX_MCP_REQUESTS_PER_KEY;
+    return this.places.keyLimit;
+  }
+
+  /** The requests the key has in flight in this process. */
+  heldBy(keyId: string): number {
+    return this.places.heldBy(keyId);
   }
 
   /** The wait_for_execution calls one key may have in flight in this process: the streams a key may hold. */
@@ -40,12 +44,12 @@ export class McpInFlight {
   }
 
   get processLimit(): number {
-    return this.share.processLimit;
+    return this.places.processLimit;
   }
 
   /** A tenant's share of the process: half, rounded up (so at least one request). */
   get tenantLimit(): number {
-    return this.share.tenantLimit;
+    return this.places.tenantLimit;
   }
 
   /**
@@ -63,20 +67,17 @@ export class McpInFlight {
 
   /** Takes `count` places for the key and its tenant, `waits` of them waits, all or none. */
   take(owner: { keyId: string; tenantId: string }, count: number, waits = 0): McpInFlightTake {
-    if (count > 0 && (this.held.get(owner.keyId) ?? 0) + count > this.keyLimit) {
-      return { taken: false, bound: 'key', limit: this.keyLimit };
-    }
+    // The key's own bound named first, as it is the one a key past both would be told.
+    if (this.places.passesKey(owner.keyId, count)) return { taken: false, bound: 'key', limit: this.keyLimit };
     if (waits > 0 && (this.waitsHeld.get(owner.keyId) ?? 0) + waits > this.waitLimit) {
       return { taken: false, bound: 'waits', limit: this.waitLimit };
     }
-    const place = this.share.take(owner.tenantId, count);
+    const place = this.places.take(owner, count);
     if (!place.taken) return place;
-    adjustHeld(this.held, owner.keyId, count);
     adjustHeld(this.waitsHeld, owner.keyId, waits);
     return {
       taken: true,
       release: releaseOnce(() => {
-        adjustHeld(this.held, owner.keyId, -count);
         adjustHeld(this.waitsHeld, owner.keyId, -waits);
         place.release();
       }),

@@ -28,7 +28,7 @@ function setup(address: () => unknown = () => ({ address: '127.0.0.1', port: 1, 
   } as VerityConfig);
   const tracked = () => (cancellations as unknown as { inFlight: Map<string, unknown> }).inFlight.size;
   // The key's places in flight: given back with everything else.
-  const held = () => (inFlight as unknown as { held: Map<string, number> }).held.get('key_1') ?? 0;
+  const held = () => inFlight.heldBy('key_1');
   const waits = new McpWaits();
   // The MCP servers a stop would end the waits of: forgotten with everything else.
   const serving = () => (waits as unknown as { serving: Set<unknown> }).serving.size;

@@ -1,0 +1,88 @@
+import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import type { Request, Response } from 'express';
+import { KeyShare, KeyShareBound } from '../held-counts';
+import { Problem } from '../problem/problem';
+import { internalCallClient } from './internal-caller';
+import type { Principal } from './principal';
+
+const OWN_BOUND_KEY = 'verity:own-in-flight-bound';
+
+/**
+ * A /v1 route whose requests are not counted among the key's requests in flight: an SSE stream, which is long-lived
+ * and bounded already (MAX_STREAMS_PER_KEY per key, MAX_STREAMS_PER_PROCESS per tenant and process). Counted, a key's
+ * 20 open streams would hold 20 of its 64 places for as long as they stay open (hours), and its reads would be refused
+ * for a cause no read makes.
+ */
+export const OwnInFlightBound = () => SetMetadata(OWN_BOUND_KEY, true);
+
+/** What a 429 says of the bound the request would have passed. */
+const BOUND: Record<KeyShareBound, (limit: number) => string> = {
+  key: (limit) =>
+    `at most ${limit} requests of one key in flight at once in each API process (MAX_V1_REQUESTS_PER_KEY)`,
+  tenant: (limit) =>
+    `at most ${limit} requests of one tenant (all its keys) in flight at once in each API process, half of what the ` +
+    'process takes (MAX_V1_REQUESTS_PER_PROCESS), so that other tenants are still served',
+  process: (limit) =>
+    `at most ${limit} requests of all tenants in flight at once in each API process (MAX_V1_REQUESTS_PER_PROCESS), ` +
+    'and this one has them',
+};
+
+/**
+ * The /v1 requests in flight in this process, counted per key, per tenant and in all (KeyShare) from the moment the
+ * key is admitted until the answer has ended or the client has gone away. The rate limit (a token bucket) lets a key
+ * send a burst of hundreds at once: 400 concurrent reads of large executions from one agent key took every session
+ * of the Postgres pool, and 65–248 of them — and every other tenant's requests meanwhile — were answered 503.
+ *
+ * Not counted: a request to a route marked OwnInFlightBound (a stream), and a call the MCP endpoint makes to this
+ * process for a client (internal-caller.ts) — the client's MCP request that makes it is counted already
+ * (MAX_MCP_REQUESTS_PER_KEY, 100 by default: counted again, a full batch of them would pass this bound).
+ *
+ * A guard after AuthGuard (global guards run in the order given): the key and its tenant are known, and nothing of the
+ * request has been carried out yet — a refusal writes nothing.
+ */
+@Injectable()
+export class V1InFlight implements CanActivate {
+  private readonly places: KeyShare;
+
+  constructor(
+    private readonly reflector: Reflector,
+    @Inject(VERITY_CONFIG) config: VerityConfig,
+  ) {
+    this.places = new KeyShare(config.MAX_V1_REQUESTS_PER_KEY, config.MAX_V1_REQUESTS_PER_PROCESS);
+  }
+
+  canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<Request & { principal?: Principal }>();
+    const principal = req.principal;
+    if (principal === undefined || !isV1(req.originalUrl)) return true;
+    if (this.reflector.getAllAndOverride<boolean>(OWN_BOUND_KEY, [context.getHandler(), context.getClass()])) {
+      return true;
+    }
+    if (internalCallClient(req.headers) !== undefined) return true;
+    const place = this.places.take(principal);
+    if (!place.taken) {
+      throw new Problem(
+        429,
+        'rate-limited',
+        'Too many requests',
+        `${BOUND[place.bound](place.limit)}; nothing of this request was carried out: send it again once an answer has come`,
+        {},
+        { 'retry-after': '1' },
+      );
+    }
+    const res = context.switchToHttp().getResponse<Response>();
+    // 'close' is emitted once the answer has been sent or the connection has gone (the client left mid-request).
+    res.once('close', place.release);
+    // Gone already (the client left while its key was checked): 'close' was emitted and would never be heard again.
+    if (res.closed || res.destroyed || req.socket.destroyed) place.release();
+    return true;
+  }
+}
+
+/** Whether the request's target (its path, before any query) is under /v1. */
+function isV1(target: string): boolean {
+  const path = target.split('?')[0];
+  return path === '/v1' || path.startsWith('/v1/');
+}
