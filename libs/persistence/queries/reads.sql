@@ -143,38 +143,49 @@ SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations 
 SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation;
 
--- executionTextBytes
-SELECT e.id, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text))
-                                                                     FROM operations o
-                                                                     WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS bytes
-     FROM executions e WHERE e.id = ANY($1) AND e.tenant_id = $2;
-
 -- listExecutions
 SELECT r.*, h.holds_secrets
      FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
                            WHERE x.tenant_id = $1 AND x.connector = ANY($3::text[])) AS holds_secrets) h
-     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
+     LEFT JOIN LATERAL (SELECT c.* FROM (
+       SELECT r.*, row_number() OVER w AS page_n, sum(r.page_row_bytes) OVER w AS page_bytes, count(*) OVER () AS page_read
+       FROM (SELECT {columns:Execution e}, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text)) FROM operations o
+                                       WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS page_row_bytes FROM executions e
+     WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2) r WINDOW w AS (ORDER BY id DESC ROWS UNBOUNDED PRECEDING)) c
+     WHERE c.page_n < $2 AND (c.page_n = 1 OR c.page_bytes <= $4::float8) ORDER BY id DESC) r ON true ORDER BY r.id DESC;
 
 -- listExecutionsByStatus
 SELECT r.*, h.holds_secrets
      FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
                            WHERE x.tenant_id = $1 AND x.connector = ANY($4::text[])) AS holds_secrets) h
-     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e
-     WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
+     LEFT JOIN LATERAL (SELECT c.* FROM (
+       SELECT r.*, row_number() OVER w AS page_n, sum(r.page_row_bytes) OVER w AS page_bytes, count(*) OVER () AS page_read
+       FROM (SELECT {columns:Execution e}, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text)) FROM operations o
+                                       WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS page_row_bytes FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2) r WINDOW w AS (ORDER BY id DESC ROWS UNBOUNDED PRECEDING)) c
+     WHERE c.page_n < $2 AND (c.page_n = 1 OR c.page_bytes <= $5::float8) ORDER BY id DESC) r ON true ORDER BY r.id DESC;
 
 -- listExecutionsBefore
 SELECT r.*, h.holds_secrets
      FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
                            WHERE x.tenant_id = $1 AND x.connector = ANY($4::text[])) AS holds_secrets) h
-     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e
-     WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
+     LEFT JOIN LATERAL (SELECT c.* FROM (
+       SELECT r.*, row_number() OVER w AS page_n, sum(r.page_row_bytes) OVER w AS page_bytes, count(*) OVER () AS page_read
+       FROM (SELECT {columns:Execution e}, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text)) FROM operations o
+                                       WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS page_row_bytes FROM executions e
+     WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2) r WINDOW w AS (ORDER BY id DESC ROWS UNBOUNDED PRECEDING)) c
+     WHERE c.page_n < $2 AND (c.page_n = 1 OR c.page_bytes <= $5::float8) ORDER BY id DESC) r ON true ORDER BY r.id DESC;
 
 -- listExecutionsByStatusBefore
 SELECT r.*, h.holds_secrets
      FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
                            WHERE x.tenant_id = $1 AND x.connector = ANY($5::text[])) AS holds_secrets) h
-     LEFT JOIN LATERAL (SELECT {columns:Execution e} FROM executions e
-     WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2) r ON true ORDER BY r.id DESC;
+     LEFT JOIN LATERAL (SELECT c.* FROM (
+       SELECT r.*, row_number() OVER w AS page_n, sum(r.page_row_bytes) OVER w AS page_bytes, count(*) OVER () AS page_read
+       FROM (SELECT {columns:Execution e}, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text)) FROM operations o
+                                       WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS page_row_bytes FROM executions e
+     WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2) r WINDOW w AS (ORDER BY id DESC ROWS UNBOUNDED PRECEDING)) c
+     WHERE c.page_n < $2 AND (c.page_n = 1 OR c.page_bytes <= $6::float8) ORDER BY id DESC) r ON true ORDER BY r.id DESC;
 
 -- lockOperations
 SELECT {columns:Operation t} FROM operations t WHERE t.execution_id = $1 ORDER BY t.id FOR UPDATE;
@@ -192,13 +203,12 @@ SELECT {columns:Tenant t} FROM tenants t WHERE t.id = $1;
 SELECT {columns:Event t} FROM events t
      WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3;
 
--- eventTextBytes
-SELECT t.seq::float8 AS seq, octet_length(t::text)::float8 AS bytes FROM events t
-     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3;
-
--- eventsThrough
-SELECT {columns:Event t} FROM events t
-     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 AND t.seq <= $3 ORDER BY t.seq;
+-- eventsWithinBytes
+SELECT c.* FROM (
+       SELECT r.*, row_number() OVER w AS page_n, sum(r.page_row_bytes) OVER w AS page_bytes, count(*) OVER () AS page_read
+       FROM (SELECT {columns:Event t}, octet_length(t::text)::float8 AS page_row_bytes FROM events t
+     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3) r WINDOW w AS (ORDER BY seq ROWS UNBOUNDED PRECEDING)) c
+     WHERE c.page_n < $3 AND (c.page_n = 1 OR c.page_bytes <= $5::float8) ORDER BY seq;
 
 -- eventSeq
 SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3;

@@ -13,8 +13,10 @@ SELECT r.*, h.holds_secrets
        AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
             OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)) r ON true;
 
--- pageSizes
-SELECT p.id, (SELECT octet_length(s::text) FROM operations s WHERE s.id = p.id)::float8 AS bytes
+-- page
+SELECT c.* FROM (
+       SELECT r.*, row_number() OVER w AS page_n, sum(r.page_row_bytes) OVER w AS page_bytes, count(*) OVER () AS page_read
+       FROM (SELECT {columns:Operation s}, octet_length(s::text)::float8 AS page_row_bytes
      FROM (SELECT o.id FROM operations o JOIN executions e ON e.id = o.execution_id AND e.tenant_id = o.tenant_id
      WHERE o.tenant_id = $1
        AND (($2::text = 'approvals' AND o.status = 'PREPARED' AND o.approval->>'state' = 'requested'
@@ -26,10 +28,8 @@ SELECT p.id, (SELECT octet_length(s::text) FROM operations s WHERE s.id = p.id):
        AND ($6::text IS NULL OR o.id = $6 OR o.execution_id = $6 OR o.key ILIKE $7 OR o.action ILIKE $7
             OR e.intent ILIKE $7 OR e.agent_id ILIKE $7)
        AND ($8::text IS NULL OR o.id < $8)
-     ORDER BY o.id DESC LIMIT $9) p ORDER BY p.id DESC;
-
--- page
-SELECT {columns:Operation o} FROM operations o WHERE o.id = ANY($1) AND o.tenant_id = $2 ORDER BY o.id DESC;
+     ORDER BY o.id DESC LIMIT $9) p JOIN operations s ON s.id = p.id) r WINDOW w AS (ORDER BY id DESC ROWS UNBOUNDED PRECEDING)) c
+     WHERE c.page_n < $9 AND (c.page_n = 1 OR c.page_bytes <= $10::float8) ORDER BY id DESC;
 
 -- executions
 SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2;

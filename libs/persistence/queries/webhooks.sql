@@ -80,17 +80,16 @@ SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_a
      WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
      ORDER BY id DESC LIMIT $4;
 
--- listDeliverySizes
-SELECT id, (octet_length(payload::text) + octet_length(coalesce(last_error, '')))::float8 AS bytes
+-- deliveriesPage
+SELECT c.* FROM (
+       SELECT r.*, row_number() OVER w AS page_n, sum(r.page_row_bytes) OVER w AS page_bytes, count(*) OVER () AS page_read
+       FROM (SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
+  last_response_status, last_error, delivered_at, created_at,
+            (octet_length(payload::text) + octet_length(coalesce(last_error, '')))::float8 AS page_row_bytes
      FROM webhook_deliveries
      WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
-     ORDER BY id DESC LIMIT $4;
-
--- deliveriesByIds
-SELECT id, endpoint_id, event_id, type, payload, status, round, attempts, last_attempt_at,
-  last_response_status, last_error, delivered_at, created_at FROM webhook_deliveries
-     WHERE tenant_id = $1 AND endpoint_id = $2 AND id = ANY($3)
-     ORDER BY id DESC;
+     ORDER BY id DESC LIMIT $4) r WINDOW w AS (ORDER BY id DESC ROWS UNBOUNDED PRECEDING)) c
+     WHERE c.page_n < $4 AND (c.page_n = 1 OR c.page_bytes <= $5::float8) ORDER BY id DESC;
 
 -- redeliver
 UPDATE webhook_deliveries d SET status = 'pending', round = d.round + 1, updated_at = clock_timestamp()

@@ -1,4 +1,4 @@
-import { keptWithinBytes } from './page-bytes';
+import { cutAtBytes, keptPage } from './page-bytes';
 import { Queryable, rows } from './sql';
 
 /**
@@ -42,17 +42,20 @@ export const ADMIN_CHANGES_SQL = {
        AND ($2::text IS NULL OR seq < (SELECT seq FROM admin_changes WHERE tenant_id = $1 AND id = $2))
        AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR connector = $4)
      ORDER BY seq DESC LIMIT $5`,
-  // The same page's ids and the stored text each entry holds (its before and after, uncompressed), nothing else: what
-  // reading and answering it costs, told before it is read.
-  listSizes: `SELECT id, (octet_length(coalesce(before::text, '')) + octet_length(coalesce(after::text, '')))::float8 AS bytes
+  // The same page, at most $5 - 1 entries and fewer once their stored text (their before and after, uncompressed)
+  // would pass $6 (cutAtBytes): read, sized and cut in one statement, the entries sized after the limit.
+  page: cutAtBytes(
+    `SELECT id, kind, connector, changed_by, changed_at, before, after, seq AS page_order,
+            (octet_length(coalesce(before::text, '')) + octet_length(coalesce(after::text, '')))::float8 AS page_row_bytes
      FROM admin_changes
      WHERE tenant_id = $1
        AND ($2::text IS NULL OR seq < (SELECT seq FROM admin_changes WHERE tenant_id = $1 AND id = $2))
        AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR connector = $4)
      ORDER BY seq DESC LIMIT $5`,
-  // Entries are never changed or deleted: read by id after their sizes, they are what the sizes measured.
-  byIds: `SELECT id, kind, connector, changed_by, changed_at, before, after FROM admin_changes
-     WHERE tenant_id = $1 AND id = ANY($2) ORDER BY seq DESC`,
+    'page_order DESC',
+    5,
+    6,
+  ),
 } as const;
 
 export interface AdminChangeRow {
@@ -91,17 +94,13 @@ export async function listAdminChangesPage(
   query: { tenantId: string; before?: string; kind?: AdminChangeKind; connector?: string; limit: number },
   maxBytes: number,
 ): Promise<{ rows: AdminChangeRow[]; more: boolean }> {
-  const sizes = await rows<{ id: string; bytes: number }>(db, ADMIN_CHANGES_SQL.listSizes, [
+  const found = await rows<Record<string, unknown>>(db, ADMIN_CHANGES_SQL.page, [
     query.tenantId,
     query.before ?? null,
     query.kind ?? null,
     query.connector ?? null,
     query.limit + 1,
+    maxBytes,
   ]);
-  const upToLimit = sizes.slice(0, query.limit);
-  const kept = upToLimit.slice(0, keptWithinBytes(upToLimit, maxBytes));
-  const found = kept.length
-    ? await rows<AdminChangeRow>(db, ADMIN_CHANGES_SQL.byIds, [query.tenantId, kept.map((entry) => entry.id)])
-    : [];
-  return { rows: found, more: sizes.length > kept.length };
+  return keptPage<AdminChangeRow>(found);
 }

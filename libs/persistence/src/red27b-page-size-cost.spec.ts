@@ -2,7 +2,7 @@ import { chargeOperation, insertTestExecution } from '../../../test/support/fixt
 import { useTestDatabase } from '../../../test/support/test-database';
 import { ADMIN_CHANGES_SQL } from './admin-changes';
 import { REVIEW_QUEUE_SQL } from './review-queue.repository';
-import { READ_SQL } from './store';
+import { READ_SQL, withColumns } from './store';
 
 /**
  * What the statements that size a list page before reading it cost, measured on seeded rows with EXPLAIN ANALYZE: a
@@ -13,6 +13,7 @@ describe('the page-size statements on a tenant with many operations (real Postgr
   const db = useTestDatabase('red27bsizecost', ['acme']);
   const EXECUTIONS = 4_000;
   const OPS_EACH = 5;
+  const EVENTS = 20_000;
   let template: string;
 
   beforeAll(async () => {
@@ -43,6 +44,19 @@ describe('the page-size statements on a tenant with many operations (real Postgr
         [template, EXECUTIONS, OPS_EACH],
       );
     });
+    // 20,000 events of 2 KB on the template's execution: its events list is long.
+    await db.dataSource.transaction(async (tx) => {
+      await tx.query(`SET LOCAL session_replication_role = replica`);
+      await tx.query(
+        `INSERT INTO events SELECT (jsonb_populate_record(NULL::events, to_jsonb(t) || jsonb_build_object(
+           'id', 'evt_seed' || lpad(n::text, 6, '0'), 'seq', t.seq + n,
+           'data', jsonb_build_object('note', repeat(md5(n::text), 64))))).*
+         FROM (SELECT * FROM events WHERE execution_id = (SELECT execution_id FROM operations WHERE id = $1)
+               ORDER BY seq DESC LIMIT 1) t, generate_series(1, $2::int) n`,
+        [template, EVENTS],
+      );
+    });
+    await db.dataSource.query('ANALYZE events');
     await db.dataSource.query('ANALYZE executions');
     await db.dataSource.query('ANALYZE operations');
   }, 300_000);
@@ -52,7 +66,7 @@ describe('the page-size statements on a tenant with many operations (real Postgr
     params: unknown[],
   ): Promise<{ rowsRead: number; rowsSized: number; seqScans: string[] }> {
     const [{ 'QUERY PLAN': plans }] = (await db.dataSource.query(
-      `EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) ${sql}`,
+      `EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) ${withColumns(db.dataSource.manager, sql)}`,
       params,
     )) as {
       'QUERY PLAN': { Plan: PlanNode }[];
@@ -77,22 +91,44 @@ describe('the page-size statements on a tenant with many operations (real Postgr
     };
   }
 
-  it('sizes a page of 200 executions with their operations through the page ids alone', async () => {
-    const ids = Array.from({ length: 200 }, (_, i) => `exe_seed${String(EXECUTIONS - i).padStart(6, '0')}`);
-    const cost = await plan(READ_SQL.executionTextBytes, [ids, 'acme']);
-    expect(cost.rowsRead).toBeLessThanOrEqual(200 * (1 + OPS_EACH) + 10);
-    expect(cost.rowsSized).toBeLessThanOrEqual(200 * (1 + OPS_EACH));
+  it('sizes a page of 200 executions with their operations, the page read, sized and cut in one statement', async () => {
+    const cost = await plan(READ_SQL.listExecutions, ['acme', 201, [], 1024 * 1024]);
+    expect(cost.rowsRead).toBeLessThanOrEqual(201 * (1 + OPS_EACH) + 10);
+    expect(cost.rowsSized).toBeLessThanOrEqual(201 * OPS_EACH);
   });
 
   it('sizes the 201 newest operations of a long approval queue, not the whole queue', async () => {
-    const cost = await plan(REVIEW_QUEUE_SQL.pageSizes, ['acme', 'approvals', null, null, null, null, null, null, 201]);
+    const cost = await plan(REVIEW_QUEUE_SQL.page, [
+      'acme',
+      'approvals',
+      null,
+      null,
+      null,
+      null,
+      null,
+      null,
+      201,
+      1024 * 1024,
+    ]);
     // The queue is all 20,000 operations: it is filtered as before, but only the page's are rendered as text.
     expect(cost.rowsSized).toBeLessThanOrEqual(201);
   });
 
   it('sizes a page of admin changes through its index', async () => {
-    const cost = await plan(ADMIN_CHANGES_SQL.listSizes, ['acme', null, null, null, 201]);
+    const cost = await plan(ADMIN_CHANGES_SQL.page, ['acme', null, null, null, 201, 1024 * 1024]);
     expect(cost.rowsSized).toBeLessThanOrEqual(201);
+    expect(cost.seqScans).toEqual([]);
+  });
+
+  it('sizes a page of events after the limit, through the (execution_id, seq) index', async () => {
+    const cost = await plan(READ_SQL.eventsWithinBytes, [
+      (await db.dataSource.query(`SELECT execution_id FROM operations WHERE id = $1`, [template]))[0].execution_id,
+      0,
+      11,
+      'acme',
+      1024 * 1024,
+    ]);
+    expect(cost.rowsSized).toBeLessThanOrEqual(11);
     expect(cost.seqScans).toEqual([]);
   });
 });

@@ -2,8 +2,8 @@ import { OperationStatus, TerminalReason } from '@verity/status-model';
 import { EntityManager } from 'typeorm';
 import { ExecutionEntity, OperationEntity } from './entities';
 import { Queryable, rows, sqlLiterals } from './sql';
-import { keptWithinBytes } from './page-bytes';
-import { type SecretsHeld, selectEntities, withSecretsHeld } from './store';
+import { cutAtBytes, keptPage } from './page-bytes';
+import { type SecretsHeld, hydrate, selectEntities, withColumns, withSecretsHeld } from './store';
 
 export type ReviewQueue = 'approvals' | 'manual_reviews';
 
@@ -39,15 +39,19 @@ export const REVIEW_QUEUE_SQL = {
   // The queue's count, and whether the tenant holds any secret for the connectors that take them ($8; withSecretsHeld):
   // what the page is redacted with, told by the page's first statement (an empty queue's too).
   countWithSecretsHeld: withSecretsHeld(`SELECT count(*)::int AS n ${QUEUE_FILTER}`, 1, 8),
-  // The page's operations and the stored text each holds (uncompressed), nothing else: what reading and answering them
-  // costs, told before they are read.
+  // The page's operations, at most $9 - 1 and fewer once their stored text (uncompressed) would pass $10 (cutAtBytes):
+  // read, sized and cut in one statement.
   // Measured after the limit: in the filter's own select list, the planner rendered every operation of the queue as
   // text before sorting (seconds on a queue of 100,000), not the page's alone.
-  pageSizes: `SELECT p.id, (SELECT octet_length(s::text) FROM operations s WHERE s.id = p.id)::float8 AS bytes
+  page: cutAtBytes(
+    `SELECT {columns:Operation s}, octet_length(s::text)::float8 AS page_row_bytes
      FROM (SELECT o.id ${QUEUE_FILTER}
        AND ($8::text IS NULL OR o.id < $8)
-     ORDER BY o.id DESC LIMIT $9) p ORDER BY p.id DESC`,
-  page: `SELECT {columns:Operation o} FROM operations o WHERE o.id = ANY($1) AND o.tenant_id = $2 ORDER BY o.id DESC`,
+     ORDER BY o.id DESC LIMIT $9) p JOIN operations s ON s.id = p.id`,
+    'id DESC',
+    9,
+    10,
+  ),
   executions: `SELECT {columns:Execution t} FROM executions t WHERE t.id = ANY($1) AND t.tenant_id = $2`,
   counts: `SELECT count(*) FILTER (WHERE status = ${PREPARED} AND approval->>'state' = 'requested'
               AND EXISTS (SELECT 1 FROM executions e WHERE e.id = execution_id AND e.deadline_at > clock_timestamp()))
@@ -117,16 +121,14 @@ export async function reviewQueuePageWithSecretsHeld(
     secretConnectors,
   ]);
   const total = counted.n;
-  const sizes = await rows<{ id: string; bytes: number }>(db, REVIEW_QUEUE_SQL.pageSizes, [
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, REVIEW_QUEUE_SQL.page), [
     ...params,
     filter.cursor ?? null,
     filter.limit + 1,
+    filter.maxBytes ?? Infinity,
   ]);
-  const upToLimit = sizes.slice(0, filter.limit);
-  const kept = upToLimit.slice(0, keptWithinBytes(upToLimit, filter.maxBytes ?? Infinity));
-  const operations = kept.length
-    ? await selectEntities(db, OperationEntity, REVIEW_QUEUE_SQL.page, [kept.map((op) => op.id), tenantId])
-    : [];
+  const { rows: kept, more } = keptPage<Record<string, unknown>>(found);
+  const operations = kept.map((raw) => hydrate(db, OperationEntity, raw));
   const executions = operations.length
     ? await selectEntities(db, ExecutionEntity, REVIEW_QUEUE_SQL.executions, [
         [...new Set(operations.map((op) => op.executionId))],
@@ -134,7 +136,7 @@ export async function reviewQueuePageWithSecretsHeld(
       ])
     : [];
   return {
-    found: { operations, more: sizes.length > kept.length, total, executions },
+    found: { operations, more, total, executions },
     holdsSecrets: counted.holds_secrets !== false,
   };
 }

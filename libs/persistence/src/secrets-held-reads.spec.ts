@@ -160,14 +160,19 @@ describe('reads that tell whether the tenant holds any secret find what they fou
 
   it('the probe is one index scan per statement (an InitPlan, by the primary key), not one per row found', async () => {
     const statements: [string, string, string, string][] = [
-      ['listExecutions', READ_SQL.listExecutions, 'text,int,text[]', `'bare',200,'{http}'`],
-      ['byStatus', READ_SQL.listExecutionsByStatus, 'text,int,text,text[]', `'bare',200,'created','{http}'`],
-      ['before', READ_SQL.listExecutionsBefore, 'text,int,text,text[]', `'bare',200,'exe_~','{http}'`],
+      ['listExecutions', READ_SQL.listExecutions, 'text,int,text[],float8', `'bare',200,'{http}',1048576`],
+      [
+        'byStatus',
+        READ_SQL.listExecutionsByStatus,
+        'text,int,text,text[],float8',
+        `'bare',200,'created','{http}',1048576`,
+      ],
+      ['before', READ_SQL.listExecutionsBefore, 'text,int,text,text[],float8', `'bare',200,'exe_~','{http}',1048576`],
       [
         'byStatusBefore',
         READ_SQL.listExecutionsByStatusBefore,
-        'text,int,text,text,text[]',
-        `'bare',200,'created','exe_~','{http}'`,
+        'text,int,text,text,text[],float8',
+        `'bare',200,'created','exe_~','{http}',1048576`,
       ],
       ['execution', READ_SQL.executionByIdWithSecretsHeld, 'text,text,text[]', `'x','bare','{http}'`],
       ['operation', READ_SQL.operationByIdWithSecretsHeld, 'text,text,text[]', `'x','bare','{http}'`],

@@ -22,7 +22,7 @@ import {
 } from './entities/connector-settings.entity';
 import { SecretsCipher } from './secrets-cipher';
 import { operationVersionOf } from './operation-version';
-import { keptWithinBytes } from './page-bytes';
+import { cutAtBytes, keptPage } from './page-bytes';
 import { approvalPolicyOf } from './tenant-policy';
 import { refutedRetriesOf, refutedUpTheChainLocked } from './retry-chain';
 import { Queryable, isoInstant, rows, sqlLiterals, transaction } from './sql';
@@ -603,6 +603,10 @@ const TENANT_APPROVAL_POLICY = approvalPolicyOf('t');
 const EXECUTION_BY_ID = `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2`;
 const OPERATION_BY_ID = `SELECT {columns:Operation t} FROM operations t WHERE t.id = $1 AND t.tenant_id = $2`;
 
+/** The text an execution (`e`) and its operations are stored as (uncompressed): what reading and answering them costs. */
+const EXECUTION_TEXT_BYTES = `(octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text)) FROM operations o
+                                       WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8`;
+
 /**
  * `read` (a statement of one tenant's rows: its id is the parameter $`tenant`), and in the same statement whether that
  * tenant holds any secret for the connectors $`connectors` (every connector that takes them; `holds_secrets`): what an
@@ -696,36 +700,55 @@ export const READ_SQL = {
   operationWithClockForWorker: `SELECT {columns:Operation t}, clock_timestamp() AS database_now FROM operations t WHERE t.id = $1`,
   operationsOfExecutions: `SELECT {columns:Operation t} FROM operations t
      WHERE t.execution_id = ANY($1) AND t.tenant_id = $2 ORDER BY t.position, t.generation`,
-  // The text each execution and its operations are stored as (uncompressed): what reading and answering them costs.
-  executionTextBytes: `SELECT e.id, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text))
-                                                                     FROM operations o
-                                                                     WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS bytes
-     FROM executions e WHERE e.id = ANY($1) AND e.tenant_id = $2`,
   // Newest first by id (ids are time-ordered); one statement per filter combination, so each keeps its own plan. Each
-  // tells whether the tenant holds any secret (the last parameter; withSecretsHeld): what the page is redacted with.
+  // tells whether the tenant holds any secret (the parameter after the filters; withSecretsHeld): what the page is
+  // redacted with. A page holds at most $2 - 1 executions, and fewer once their stored text with their operations'
+  // (uncompressed) would pass the last parameter (cutAtBytes): read, sized and cut in one statement, the executions
+  // sized after the limit (found through the tenant's indexes, newest first).
   listExecutions: withSecretsHeld(
-    `SELECT {columns:Execution e} FROM executions e WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2`,
+    cutAtBytes(
+      `SELECT {columns:Execution e}, ${EXECUTION_TEXT_BYTES} AS page_row_bytes FROM executions e
+     WHERE e.tenant_id = $1 ORDER BY e.id DESC LIMIT $2`,
+      'id DESC',
+      2,
+      4,
+    ),
     1,
     3,
     'r.id DESC',
   ),
   listExecutionsByStatus: withSecretsHeld(
-    `SELECT {columns:Execution e} FROM executions e
+    cutAtBytes(
+      `SELECT {columns:Execution e}, ${EXECUTION_TEXT_BYTES} AS page_row_bytes FROM executions e
      WHERE e.tenant_id = $1 AND e.status = $3 ORDER BY e.id DESC LIMIT $2`,
+      'id DESC',
+      2,
+      5,
+    ),
     1,
     4,
     'r.id DESC',
   ),
   listExecutionsBefore: withSecretsHeld(
-    `SELECT {columns:Execution e} FROM executions e
+    cutAtBytes(
+      `SELECT {columns:Execution e}, ${EXECUTION_TEXT_BYTES} AS page_row_bytes FROM executions e
      WHERE e.tenant_id = $1 AND e.id < $3 ORDER BY e.id DESC LIMIT $2`,
+      'id DESC',
+      2,
+      5,
+    ),
     1,
     4,
     'r.id DESC',
   ),
   listExecutionsByStatusBefore: withSecretsHeld(
-    `SELECT {columns:Execution e} FROM executions e
+    cutAtBytes(
+      `SELECT {columns:Execution e}, ${EXECUTION_TEXT_BYTES} AS page_row_bytes FROM executions e
      WHERE e.tenant_id = $1 AND e.status = $3 AND e.id < $4 ORDER BY e.id DESC LIMIT $2`,
+      'id DESC',
+      2,
+      6,
+    ),
     1,
     5,
     'r.id DESC',
@@ -737,11 +760,15 @@ export const READ_SQL = {
   tenantById: `SELECT {columns:Tenant t} FROM tenants t WHERE t.id = $1`,
   listEvents: `SELECT {columns:Event t} FROM events t
      WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3`,
-  // The text each event after a seq is stored as (uncompressed), by seq: how many of them a page can hold.
-  eventTextBytes: `SELECT t.seq::float8 AS seq, octet_length(t::text)::float8 AS bytes FROM events t
+  // A page of the events after a seq ($2), at most $3 - 1 of them and fewer once their stored text (uncompressed) would
+  // pass $5 (cutAtBytes): read, sized and cut in one statement. Sized after the limit, by the (execution_id, seq) index.
+  eventsWithinBytes: cutAtBytes(
+    `SELECT {columns:Event t}, octet_length(t::text)::float8 AS page_row_bytes FROM events t
      WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 ORDER BY t.seq LIMIT $3`,
-  eventsThrough: `SELECT {columns:Event t} FROM events t
-     WHERE t.execution_id = $1 AND t.tenant_id = $4 AND t.seq > $2 AND t.seq <= $3 ORDER BY t.seq`,
+    'seq',
+    3,
+    5,
+  ),
   eventSeq: `SELECT seq FROM events WHERE id = $1 AND execution_id = $2 AND tenant_id = $3`,
   // Whether a write that named its event id in advance was committed (its acknowledgement may have been lost).
   eventOfOperationForWorker: `SELECT 1 FROM events WHERE id = $1 AND operation_id = $2`,
@@ -1169,15 +1196,17 @@ export async function databaseNow(db: Queryable): Promise<Date> {
 }
 
 /**
- * A page of the tenant's executions, newest first; and whether the tenant holds any secret for `secretConnectors`
- * (every connector that takes them; withSecretsHeld), as of the same snapshot — told of an empty page too.
+ * A page of the tenant's executions, newest first: at most `limit`, and fewer once their stored text with their
+ * operations' would pass `maxBytes` (one at least; none given: no such cut). `more`: another page follows. And whether
+ * the tenant holds any secret for `secretConnectors` (every connector that takes them; withSecretsHeld), as of the
+ * same snapshot — told of an empty page too. One statement.
  */
 export async function listExecutionsWithSecretsHeld(
   db: EntityManager,
   tenantId: string,
-  options: { status?: ExecutionStatus; before?: string; limit: number },
+  options: { status?: ExecutionStatus; before?: string; limit: number; maxBytes?: number },
   secretConnectors: readonly string[],
-): Promise<SecretsHeld<ExecutionEntity[]>> {
+): Promise<SecretsHeld<ExecutionEntity[]> & { more: boolean }> {
   const sql = options.status
     ? options.before
       ? READ_SQL.listExecutionsByStatusBefore
@@ -1185,12 +1214,13 @@ export async function listExecutionsWithSecretsHeld(
     : options.before
       ? READ_SQL.listExecutionsBefore
       : READ_SQL.listExecutions;
-  const params: unknown[] = [tenantId, options.limit];
+  const params: unknown[] = [tenantId, options.limit + 1];
   if (options.status) params.push(options.status);
   if (options.before) params.push(options.before);
-  params.push(secretConnectors);
+  params.push(secretConnectors, options.maxBytes ?? Infinity);
   const { found, holdsSecrets } = await readWithSecretsHeld(db, sql, params);
-  return { found: found.map((raw) => hydrate(db, ExecutionEntity, raw)), holdsSecrets };
+  const { rows: kept, more } = keptPage<Record<string, unknown>>(found);
+  return { found: kept.map((raw) => hydrate(db, ExecutionEntity, raw)), holdsSecrets, more };
 }
 
 /** A page of the tenant's executions, newest first. */
@@ -1243,20 +1273,6 @@ export async function findOperationsOf(
   return selectEntities(db, OperationEntity, READ_SQL.operationsOfExecutions, [executionIds, tenantId]);
 }
 
-/**
- * How many bytes of stored text each execution and its operations hold, by execution id: what a page of them costs to
- * read and answer, told without reading them.
- */
-export async function executionTextBytes(
-  db: EntityManager,
-  executionIds: string[],
-  tenantId: string,
-): Promise<Map<string, number>> {
-  if (executionIds.length === 0) return new Map();
-  const found = await rows<{ id: string; bytes: number }>(db, READ_SQL.executionTextBytes, [executionIds, tenantId]);
-  return new Map(found.map((row) => [row.id, row.bytes]));
-}
-
 export function listEvents(
   db: EntityManager,
   executionId: string,
@@ -1269,7 +1285,8 @@ export function listEvents(
 
 /**
  * The events after `afterSeq`, in order: at most `limit`, and fewer once their stored text would pass `maxBytes` (one
- * at least). Their sizes are read first, so a page of large events is never read whole. `more`: later events follow.
+ * at least). Read, sized and cut by one statement (cutAtBytes): only the page's events are sent. `more`: later events
+ * follow.
  */
 export async function listEventsWithinBytes(
   db: EntityManager,
@@ -1279,23 +1296,15 @@ export async function listEventsWithinBytes(
   limit: number,
   maxBytes: number,
 ): Promise<{ events: EventEntity[]; more: boolean }> {
-  const sizes = await rows<{ seq: number; bytes: number }>(db, READ_SQL.eventTextBytes, [
+  const found = await rows<Record<string, unknown>>(db, withColumns(db, READ_SQL.eventsWithinBytes), [
     executionId,
     afterSeq,
     limit + 1,
     tenantId,
+    maxBytes,
   ]);
-  const upToLimit = sizes.slice(0, limit);
-  const kept = upToLimit.slice(0, keptWithinBytes(upToLimit, maxBytes));
-  const events = kept.length
-    ? await selectEntities(db, EventEntity, READ_SQL.eventsThrough, [
-        executionId,
-        afterSeq,
-        kept[kept.length - 1].seq,
-        tenantId,
-      ])
-    : [];
-  return { events, more: sizes.length > kept.length };
+  const { rows: kept, more } = keptPage<Record<string, unknown>>(found);
+  return { events: kept.map((raw) => hydrate(db, EventEntity, raw)), more };
 }
 
 export async function eventSeqOf(

@@ -20,7 +20,7 @@ import type { DataSource } from 'typeorm';
 import { ADMIN_CHANGE_INSERT_COLUMNS } from './admin-changes';
 import { requireActiveKey } from './api-keys';
 import { IDEMPOTENCY_SQL } from './idempotency';
-import { keptWithinBytes } from './page-bytes';
+import { cutAtBytes, keptPage } from './page-bytes';
 import { SecretUnreadableError, SecretsCipher, secretBinding } from './secrets-cipher';
 import { Queryable, firstRow, rows, transaction, withinTransaction } from './sql';
 
@@ -133,14 +133,18 @@ export const WEBHOOKS_SQL = {
   listDeliveries: `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
      WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
      ORDER BY id DESC LIMIT $4`,
-  // The text each delivery of the page is stored as (its payload and last error): how many of them a page can hold.
-  listDeliverySizes: `SELECT id, (octet_length(payload::text) + octet_length(coalesce(last_error, '')))::float8 AS bytes
+  // The same page, at most $4 - 1 deliveries and fewer once their stored text (their payload and last error) would pass
+  // $5 (cutAtBytes): read, sized and cut in one statement, the deliveries sized after the limit.
+  deliveriesPage: cutAtBytes(
+    `SELECT ${DELIVERY_COLUMNS},
+            (octet_length(payload::text) + octet_length(coalesce(last_error, '')))::float8 AS page_row_bytes
      FROM webhook_deliveries
      WHERE tenant_id = $1 AND endpoint_id = $2 AND ($3::text IS NULL OR id < $3)
      ORDER BY id DESC LIMIT $4`,
-  deliveriesByIds: `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries
-     WHERE tenant_id = $1 AND endpoint_id = $2 AND id = ANY($3)
-     ORDER BY id DESC`,
+    'id DESC',
+    4,
+    5,
+  ),
   // Only a settled delivery (compare-and-set on its status): while a round is pending it may be in flight, and a new
   // round would send the message again beside it. Of several redeliveries at once, one moves it; the others find it
   // pending (the row lock makes them wait for the first, then re-read it) and change nothing.
@@ -508,30 +512,22 @@ export function enableWebhookEndpoint(db: Queryable, change: EndpointChange): Pr
 
 /**
  * A page of an endpoint's delivery log, newest first, older than `before` (an id) when given: at most `limit`
- * deliveries, and fewer once their stored text would pass `maxBytes` (one at least). `more`: another page follows. A
- * delivery the retention sweep deletes between the two reads is left out, as it would be a moment later.
+ * deliveries, and fewer once their stored text would pass `maxBytes` (one at least). `more`: another page follows.
+ * Read, sized and cut by one statement (cutAtBytes).
  */
 export async function listWebhookDeliveriesPage(
   db: Queryable,
   input: { tenantId: string; endpointId: string; before?: string; limit: number },
   maxBytes: number,
 ): Promise<{ rows: WebhookDeliveryRow[]; more: boolean }> {
-  const sizes = await rows<{ id: string; bytes: number }>(db, WEBHOOKS_SQL.listDeliverySizes, [
+  const found = await rows<Record<string, unknown>>(db, WEBHOOKS_SQL.deliveriesPage, [
     input.tenantId,
     input.endpointId,
     input.before ?? null,
     input.limit + 1,
+    maxBytes,
   ]);
-  const upToLimit = sizes.slice(0, input.limit);
-  const kept = upToLimit.slice(0, keptWithinBytes(upToLimit, maxBytes));
-  const found = kept.length
-    ? await rows<WebhookDeliveryRow>(db, WEBHOOKS_SQL.deliveriesByIds, [
-        input.tenantId,
-        input.endpointId,
-        kept.map((delivery) => delivery.id),
-      ])
-    : [];
-  return { rows: found, more: sizes.length > kept.length };
+  return keptPage<WebhookDeliveryRow>(found);
 }
 
 /** An endpoint's delivery log, newest first; `before` is the last id of the previous page. */

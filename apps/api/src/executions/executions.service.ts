@@ -19,7 +19,6 @@ import {
   idempotencyHolder,
   type IdempotencyHolder,
   findOperations,
-  executionTextBytes,
   findOperationsOf,
   insertExecution,
   listEventsWithinBytes,
@@ -51,7 +50,7 @@ import { findExecutionForAnswer, readForAnswer, readSnapshotForAnswer } from './
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
 import { Submission, capAmountErrors, referenceUnsettled, toCriterion, validateSubmission } from './submission';
-import { PAGE_BYTES, pageOf, pageWithinBytes } from '../http/parse';
+import { PAGE_BYTES } from '../http/parse';
 import { refuseSecretValuesIn, secretValueErrors } from '../http/secret-values';
 
 export const DEFAULT_DEADLINE_SECONDS = 600;
@@ -418,25 +417,23 @@ export class ExecutionsService {
   async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
     // The page's read tells whether the tenant holds any secret (readForAnswer).
     return readSnapshotForAnswer(this.db, this.tenantConnectors, async (db, secretsRead) => {
-      const executions = await readForAnswer(
+      let more = false;
+      const page = await readForAnswer(
         this.tenantConnectors,
         principal.tenantId,
-        (held) =>
-          listExecutionsWithSecretsHeld(
+        async (held) => {
+          const read = await listExecutionsWithSecretsHeld(
             db,
             principal.tenantId,
-            { status: query.status, before: query.cursor, limit: query.limit + 1 },
+            { status: query.status, before: query.cursor, limit: query.limit, maxBytes: PAGE_BYTES },
             held,
-          ),
+          );
+          more = read.more;
+          return read;
+        },
         secretsRead,
       );
-      const counted = pageOf(executions, query.limit);
-      const bytes = await executionTextBytes(
-        db,
-        counted.page.map((e) => e.id),
-        principal.tenantId,
-      );
-      const { page, nextCursor } = pageWithinBytes(counted.page, counted.nextCursor, bytes);
+      const nextCursor = more ? page[page.length - 1].id : null;
       const operations = await findOperationsOf(
         db,
         page.map((e) => e.id),

@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import { Problem } from '../problem/problem';
 import { z } from 'zod';
-import { pageLimit, pageOf, parseQuery, refuseBody } from './parse';
+import { pageLimit, parseQuery, refuseBody } from './parse';
 
 const request = (headers: Record<string, string>) => ({ headers }) as unknown as Request;
 
@@ -36,16 +36,6 @@ describe('refuseBody', () => {
     for (const headers of unread) {
       expect(() => refuseBody(request(headers), undefined, 'retry')).toThrow(Problem);
     }
-  });
-});
-
-describe('pageOf: a page read with one row more than it holds', () => {
-  const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `r${i}` }));
-
-  it('names the last id shown as the next cursor only when the extra row came back', () => {
-    expect(pageOf(rows(3), 2)).toEqual({ page: rows(2), nextCursor: 'r1' });
-    expect(pageOf(rows(2), 2)).toEqual({ page: rows(2), nextCursor: null });
-    expect(pageOf(rows(0), 2)).toEqual({ page: [], nextCursor: null });
   });
 });
 

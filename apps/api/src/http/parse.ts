@@ -1,6 +1,5 @@
 import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import { newId } from '@verity/platform';
-import { keptWithinBytes } from '@verity/persistence';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import { z } from 'zod';
@@ -63,24 +62,6 @@ export const PAGE_SIZE = { max: 200, default: 50 } as const;
 export const PAGE_BYTES = 1024 * 1024;
 
 /**
- * The first executions of `page` whose stored text (`bytes`, by id) stays within PAGE_BYTES, one at least; when that
- * cuts the page short, the next page starts after the last one kept.
- */
-export function pageWithinBytes<T extends { id: string }>(
-  page: readonly T[],
-  nextCursor: string | null,
-  bytes: ReadonlyMap<string, number>,
-): { page: T[]; nextCursor: string | null } {
-  const kept = keptWithinBytes(
-    page.map((item) => ({ bytes: bytes.get(item.id) ?? 0 })),
-    PAGE_BYTES,
-  );
-  if (kept === page.length) return { page: [...page], nextCursor };
-  const cut = page.slice(0, kept);
-  return { page: cut, nextCursor: cut[cut.length - 1].id };
-}
-
-/**
  * The query parameters of a cursor-paged list: `cursor`, the `next_cursor` of the page before (an id of
  * the listed kind, `exe_…`), and `limit` (PAGE_SIZE).
  */
@@ -92,18 +73,6 @@ export function cursorPageQuery(idPrefix: Parameters<typeof newId>[0]) {
       .optional(),
     limit: pageLimit(PAGE_SIZE.max, PAGE_SIZE.default),
   };
-}
-
-/**
- * One page of a list read with one row more than the page holds (`limit + 1`): the extra row only says that another
- * page follows, whose cursor is the last id shown.
- */
-export function pageOf<T extends { id: string }>(
-  found: readonly T[],
-  limit: number,
-): { page: T[]; nextCursor: string | null } {
-  const page = found.slice(0, limit);
-  return { page, nextCursor: found.length > limit ? page[page.length - 1].id : null };
 }
 
 /**
