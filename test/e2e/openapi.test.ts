@@ -4,7 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { http, unique } from '../support/http';
-import { OpenApiDocument, takeViolations, useDocument, validatorFor } from '../support/openapi-validator';
+import {
+  CompiledSchemas,
+  documentAjv,
+  OpenApiDocument,
+  schemaPointers,
+  takeViolations,
+  useDocument,
+  validatorFor,
+} from '../support/openapi-validator';
 import { Stack } from '../support/stack';
 
 const ROOT = join(__dirname, '..', '..');
@@ -261,6 +269,43 @@ describe('the OpenAPI document (/docs-json)', () => {
       expect(validator.check('GET', '/mcp', 405, refused, problem(405))).toEqual([]);
       refused.delete('allow');
       expect(validator.check('GET', '/mcp', 405, refused, problem(405))).toEqual(['a 405 without an Allow header']);
+    });
+
+    it('checks with the schemas compiled once per machine, which answer as the document compiled in process', async () => {
+      const text = await (await fetch(`${stack.apiUrl}/docs-json`)).text();
+      // validatorFor (the stack's API is watched) wrote them if no file before this one had.
+      await validatorFor(stack.apiUrl);
+      const compiled = CompiledSchemas.read(CompiledSchemas.folderOf(text));
+      expect(compiled).toBeDefined();
+      const served = JSON.parse(text) as OpenApiDocument;
+      const ajv = documentAjv(served);
+      const pointers = schemaPointers(served);
+      expect(pointers.length).toBeGreaterThan(100);
+      // Each schema's documented examples (valid) and values no schema of the API accepts.
+      const pick = (pointer: string) =>
+        pointer
+          .slice(2)
+          .split('/')
+          .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+          .slice(0, -1)
+          .reduce<unknown>((node, key) => (node as Record<string, unknown>)[key], served) as {
+          examples?: Record<string, { value: unknown }>;
+        };
+      for (const pointer of pointers) {
+        const fromCache = compiled!.load(pointer);
+        expect({ pointer, compiled: typeof fromCache }).toEqual({ pointer, compiled: 'function' });
+        const inProcess = ajv.compile({ $ref: `openapi.json${pointer}` });
+        const examples = Object.values(pick(pointer).examples ?? {}).map((e) => e.value);
+        for (const value of [...examples, {}, null, [], 'x', { id: 5, status: 'nope' }]) {
+          const answer = (validate: typeof inProcess) => ({
+            pointer,
+            value,
+            valid: validate(value),
+            errors: validate.errors,
+          });
+          expect(answer(fromCache!)).toEqual(answer(inProcess));
+        }
+      }
     });
 
     it('fails the request when a real response is not what the document says (a status and a shape removed)', async () => {

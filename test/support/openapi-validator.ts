@@ -1,5 +1,9 @@
-import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import Ajv, { _, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
+import standaloneCode from 'ajv/dist/standalone';
 
 /**
  * Every response a test sees from an API of a test stack is checked against the OpenAPI document that API serves
@@ -12,6 +16,11 @@ import addFormats from 'ajv-formats';
  * helper, the SDK, the MCP client and the SSE helper are all covered without each test opting in. It applies only to
  * the origins of APIs a Stack started (`watchApi`): the sandbox provider, webhook receivers and canaries on other
  * ports are no part of the API's contract.
+ *
+ * Compiling the document's schemas is most of the check's cost to a test file (~0.25 s of CPU each, in ~240 files), so
+ * each document's response and request schemas are compiled once per machine, to standalone JavaScript (ajv's
+ * standalone code, from the same schemas with the same options) kept under node_modules/.cache by the hash of the
+ * document's text and of this file; a test file loads only the ones it uses (see CompiledSchemas).
  *
  * Not checked, by design:
  * - the body of a `text/event-stream` (the stream may never end; status and content type are checked) and of
@@ -65,20 +74,34 @@ interface Route {
   params: number;
 }
 
+/**
+ * The ajv every schema of a document is compiled with (in process, or to standalone code with `code`). strict: false
+ * lets OpenAPI's own keywords (example, nullable handled by ajv, xml, …) through; allErrors so a failure names every
+ * mismatch at once.
+ */
+export function documentAjv(doc: OpenApiDocument, code?: Options['code']): Ajv {
+  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: true, ...(code ? { code } : {}) });
+  addFormats(ajv);
+  // zod writes `format: starts_with` beside the `pattern` that does the checking.
+  ajv.addFormat('starts_with', true);
+  ajv.addSchema(draft04Bounds(doc) as object, 'openapi.json');
+  return ajv;
+}
+
 /** One compiled document: its routes and a cache of compiled response schemas. */
 export class ResponseValidator {
-  private readonly ajv: Ajv;
+  private ajvOfDocument?: Ajv;
   private readonly routes: Route[];
   private readonly compiled = new Map<string, ValidateFunction>();
 
-  constructor(private readonly doc: OpenApiDocument) {
-    // strict: false lets OpenAPI's own keywords (example, nullable handled by ajv, xml, …) through; allErrors so a
-    // failure names every mismatch at once.
-    this.ajv = new Ajv({ strict: false, allErrors: true, validateFormats: true });
-    addFormats(this.ajv);
-    // zod writes `format: starts_with` beside the `pattern` that does the checking.
-    this.ajv.addFormat('starts_with', true);
-    this.ajv.addSchema(draft04Bounds(doc) as object, 'openapi.json');
+  /**
+   * `precompiled`: the document's schemas compiled ahead (the disk cache, see loadValidator); any other is compiled
+   * here when first needed.
+   */
+  constructor(
+    private readonly doc: OpenApiDocument,
+    private readonly precompiled?: CompiledSchemas,
+  ) {
     this.routes = Object.keys(doc.paths)
       .map((template) => ({
         template,
@@ -235,10 +258,123 @@ export class ResponseValidator {
   private validator(pointer: string): ValidateFunction {
     let validate = this.compiled.get(pointer);
     if (!validate) {
-      validate = this.ajv.compile({ $ref: `openapi.json${pointer}` });
+      validate = this.precompiled?.load(pointer);
+      if (!validate) {
+        this.ajvOfDocument ??= documentAjv(this.doc);
+        validate = this.ajvOfDocument.compile({ $ref: `openapi.json${pointer}` });
+      }
       this.compiled.set(pointer, validate);
     }
     return validate;
+  }
+}
+
+/** The pointer of every schema `check` and `checkRequest` may validate a body with: what is compiled ahead. */
+export function schemaPointers(doc: OpenApiDocument): string[] {
+  const pointers = [PROBLEM];
+  for (const [template, operations] of Object.entries(doc.paths)) {
+    for (const [verb, operation] of Object.entries(operations)) {
+      if (!HTTP_METHODS.includes(verb)) continue;
+      for (const [key, response] of Object.entries(operation.responses ?? {})) {
+        for (const [type, media] of Object.entries(response.content ?? {})) {
+          if (!media.schema) continue;
+          pointers.push(`#/paths/${escape(template)}/${verb}/responses/${escape(key)}/content/${escape(type)}/schema`);
+        }
+      }
+      const body = (operation as { requestBody?: { content?: Record<string, MediaType> } }).requestBody;
+      if (body?.content?.['application/json']?.schema) {
+        pointers.push(`#/paths/${escape(template)}/${verb}/requestBody/content/application~1json/schema`);
+      }
+    }
+  }
+  return pointers;
+}
+
+/**
+ * A document's schemas compiled to standalone code (ajv's `standaloneCode`, one module per schema, from the ajv the
+ * document is checked with and the same options): a folder per document under node_modules/.cache, named by the hash
+ * of the document's text, of this file and of ajv's version, with `index.json` mapping each schema's pointer to its
+ * module. Written once per machine (into a folder of its own, renamed into place when complete, so a file never reads
+ * half a cache); a test file then evaluates only the modules of the schemas it uses. A schema ajv could not compile
+ * has no module: it is compiled in process when used, and fails there as it did.
+ */
+export class CompiledSchemas {
+  private constructor(
+    private readonly folder: string,
+    private readonly index: Record<string, string>,
+    /** The functions themselves, in the process that compiled them. */
+    private readonly functions = new Map<string, ValidateFunction>(),
+  ) {}
+
+  /** The folder of this document's compiled schemas. */
+  static folderOf(text: string): string {
+    const hash = createHash('sha256');
+    for (const pkg of ['ajv', 'ajv-formats']) {
+      hash.update(
+        `${pkg}@${(JSON.parse(readFileSync(require.resolve(`${pkg}/package.json`), 'utf8')) as { version: string }).version}\n`,
+      );
+    }
+    hash.update(readFileSync(__filename)).update('\n').update(text);
+    const nodeModules = dirname(dirname(require.resolve('ajv/package.json')));
+    return join(nodeModules, '.cache', 'verity-response-validators', hash.digest('hex').slice(0, 32));
+  }
+
+  /** The compiled schemas of the document in `folder`, if they were written. */
+  static read(folder: string): CompiledSchemas | undefined {
+    const index = join(folder, 'index.json');
+    if (!existsSync(index)) return undefined;
+    return new CompiledSchemas(folder, JSON.parse(readFileSync(index, 'utf8')) as Record<string, string>);
+  }
+
+  /**
+   * Compiles every schema of `doc` (schemaPointers) and writes them to `folder`; the answer holds the functions
+   * compiled (the file that wrote them uses them as they are).
+   */
+  static write(folder: string, doc: OpenApiDocument): CompiledSchemas {
+    const ajv = documentAjv(doc, {
+      source: true,
+      formats: _`require("ajv-formats/dist/formats").fullFormats`,
+    });
+    const building = `${folder}.${process.pid}-${randomBytes(4).toString('hex')}`;
+    mkdirSync(building, { recursive: true });
+    const index: Record<string, string> = {};
+    const functions = new Map<string, ValidateFunction>();
+    schemaPointers(doc).forEach((pointer, i) => {
+      let code: string;
+      try {
+        const validate = ajv.compile({ $ref: `openapi.json${pointer}` });
+        code = standaloneCode(ajv, validate);
+        functions.set(pointer, validate);
+      } catch {
+        return;
+      }
+      index[pointer] = `${i}.js`;
+      writeFileSync(join(building, index[pointer]), code);
+    });
+    writeFileSync(join(building, 'index.json'), JSON.stringify(index));
+    try {
+      renameSync(building, folder);
+    } catch {
+      // Another process wrote the same document's first: its folder is as good.
+      rmSync(building, { recursive: true, force: true });
+    }
+    return new CompiledSchemas(folder, index, functions);
+  }
+
+  /** The validate function of the schema at `pointer`, or undefined when it was not compiled ahead. */
+  load(pointer: string): ValidateFunction | undefined {
+    const file = this.index[pointer];
+    if (file === undefined) return undefined;
+    const compiled = this.functions.get(pointer);
+    if (compiled) return compiled;
+    const module = { exports: {} as unknown };
+    // The module as Node would run it, with this module's require (ajv's runtime and ajv-formats' formats).
+    new Function('require', 'module', 'exports', readFileSync(join(this.folder, file), 'utf8'))(
+      require,
+      module,
+      module.exports,
+    );
+    return module.exports as ValidateFunction;
   }
 }
 
@@ -333,7 +469,9 @@ async function loadValidator(origin: string): Promise<ResponseValidator> {
   if (res.status !== 200) throw new Error(`${origin}/docs-json answered ${res.status}: ${text.slice(0, 200)}`);
   let validator = s.byDocument.get(text);
   if (!validator) {
-    validator = new ResponseValidator(JSON.parse(text) as OpenApiDocument);
+    const doc = JSON.parse(text) as OpenApiDocument;
+    const folder = CompiledSchemas.folderOf(text);
+    validator = new ResponseValidator(doc, CompiledSchemas.read(folder) ?? CompiledSchemas.write(folder, doc));
     s.byDocument.set(text, validator);
   }
   return validator;
