@@ -2,8 +2,9 @@
 const moduleNameMapper = {
   '^@verity/(status-model|persistence|queues|connectors|sdk|platform)$': '<rootDir>/libs/$1/src',
   '^@verity/sdk/mcp$': '<rootDir>/libs/sdk/src/mcp',
-  '^@verity/platform/tracing$': '<rootDir>/libs/platform/src/tracing',
-  '^@verity/platform/config$': '<rootDir>/libs/platform/src/config',
+  // One module of the platform without the rest of its index (Nest, zod): libs/persistence's data source and keys
+  // import theirs so, and a test stack loads them without Nest.
+  '^@verity/platform/(.+)$': '<rootDir>/libs/platform/src/$1',
 };
 const transform = { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] };
 module.exports = {

@@ -15,7 +15,7 @@ import {
 import { freePort } from '../../scripts/local-services';
 import { AppName, appNodeArgs } from '../../libs/platform/src/runtime';
 import { unwatchApi, watchApi } from './openapi-validator';
-import { SANDBOX_ACCOUNT_HEADER } from '../../libs/connectors/src/sandbox-payments.connector';
+import { SANDBOX_ACCOUNT_HEADER } from '../../libs/connectors/src/sandbox-account';
 
 /** The repository root, from test/support (ts-jest) or dist/test/support (the built fuzz runner). */
 const ROOT = findRoot(__dirname);
@@ -128,7 +128,7 @@ export class Stack {
       METRICS_TOKEN,
       ...options.env,
     };
-    const { seedDemo } = await import('@verity/persistence');
+    const { seedDemo } = await import('../../libs/persistence/src/api-keys');
     await seedDemo(this.db.dataSource.manager);
     // Each kind boots beside the others (most of a boot is loading modules, and a test file waited for four in a row);
     // apps of one kind one after another, so their order in `apps` and `apiUrls` is the order they were asked for.

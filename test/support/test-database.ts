@@ -1,4 +1,4 @@
-import { ensureTenant } from '@verity/persistence';
+import { ensureTenant } from '../../libs/persistence/src/api-keys';
 import { createTestDatabase, TestDatabase } from './services';
 
 /**

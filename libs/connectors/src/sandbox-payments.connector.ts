@@ -12,6 +12,7 @@ import type {
   ReadEvidence,
 } from './connector';
 import { httpExchange } from './http-exchange';
+import { SANDBOX_ACCOUNT_HEADER } from './sandbox-account';
 
 /** What a charge reference may hold: the printable characters of an HTTP header value (ASCII and Latin-1). */
 export const REFERENCE_CHARACTERS = /^[\x20-\x7e\u00a0-\u00ff]*$/;
@@ -49,12 +50,7 @@ interface ProviderCharge {
   version?: number;
 }
 
-/**
- * The account header of the sandbox provider: its stand-in for the credentials a real provider scopes an account by.
- * Every request acts for the operation's tenant, so a tenant's reads see its own charges only — a reference another
- * tenant charged is not this tenant's effect and must never verify its operation.
- */
-export const SANDBOX_ACCOUNT_HEADER = 'sandbox-account';
+export { SANDBOX_ACCOUNT_HEADER };
 
 /**
  * The sandbox provider's payments: read-back, provider idempotency, irreversible. The Idempotency-Key is derived

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { newId } from '@verity/platform';
+import { newId } from '@verity/platform/ids';
 import { EntityManager } from 'typeorm';
 import { ApiKeyEntity, KeyRole, Role, TenantEntity } from './entities';
 import { Queryable, rows } from './sql';
