@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, Stack } from '../support/stack';
 import { http, HttpResult } from '../support/http';
 import type { WireSchemas } from '@verity/sdk';

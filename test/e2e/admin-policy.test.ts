@@ -1,4 +1,4 @@
-import { createApiKey, ensureTenant } from '@verity/persistence';
+import { createApiKey, ensureTenant } from '@verity/persistence/api-keys';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import { httpOp, startTarget } from './connectors-support';

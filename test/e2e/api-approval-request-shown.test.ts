@@ -1,5 +1,5 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, DEMO_SANDBOX_ACCOUNT, Stack, freePort, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { Event, events, expectLegalHistory, getOperation, settle, submit } from './dispatcher-helpers';

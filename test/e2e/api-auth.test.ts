@@ -1,5 +1,5 @@
 import IORedis from 'ioredis';
-import { createApiKey, ensureTenant, keyPrefix } from '@verity/persistence';
+import { createApiKey, ensureTenant, keyPrefix } from '@verity/persistence/api-keys';
 import { TEST_REDIS_URL } from '../support/services';
 import { monitorRedis } from '../support/redis-monitor';
 import { DEMO, Stack, freePort } from '../support/stack';

@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, Stack } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import { SseStream, openStream } from './api-sse';

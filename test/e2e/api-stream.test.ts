@@ -1,4 +1,4 @@
-import { createApiKey, revokeApiKey } from '@verity/persistence';
+import { createApiKey, revokeApiKey } from '@verity/persistence/api-keys';
 import IORedis from 'ioredis';
 import { createConnection } from 'node:net';
 import { z } from 'zod';

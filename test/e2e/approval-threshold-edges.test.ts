@@ -1,7 +1,7 @@
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { httpOp, startTarget } from './connectors-support';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { events, resetSandbox, submit, waitForOp } from './dispatcher-helpers';
 
 /**

@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import { events, submit, waitForOp } from './dispatcher-helpers';

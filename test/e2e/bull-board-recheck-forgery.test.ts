@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { JobName, QueueName, reviewerRecheckJobId } from '@verity/queues';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';

@@ -12,7 +12,7 @@ import {
   allowLoopbackPort,
 } from './connectors-support';
 import type { ExecutionEvent as Event } from '@verity/sdk';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { eventTransactions } from '../support/event-transactions';
 
 /**

@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { lockWaiters, waitForLockWaiter } from '../support/lock-waits';
 import { withSessions } from '../support/sessions';
 import { DEMO, Stack, waitFor } from '../support/stack';

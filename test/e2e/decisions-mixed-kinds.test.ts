@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ProblemDetails as Problem } from '@verity/sdk';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { writeDuringRevocation } from '../support/lock-waits';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { orderAt } from '../support/fixtures';

@@ -1,5 +1,5 @@
 import { request } from 'node:http';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, Stack, freePort } from '../support/stack';
 import { http, rawExchange } from '../support/http';
 

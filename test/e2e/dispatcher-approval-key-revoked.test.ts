@@ -1,4 +1,4 @@
-import { createApiKey, revokeApiKey } from '@verity/persistence';
+import { createApiKey, revokeApiKey } from '@verity/persistence/api-keys';
 import { DEMO, RunningApp, Stack, waitFor } from '../support/stack';
 import { charge, http, unique } from '../support/http';
 import {

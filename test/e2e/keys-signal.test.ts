@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { waitForLockWaiter } from '../support/lock-waits';
 import { DIST, waitFor } from '../support/stack';
 import { useTestDatabase } from '../support/test-database';

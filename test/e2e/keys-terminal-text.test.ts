@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { Stack } from '../support/stack';
 import { runKeysCli } from '../support/keys-cli';
 

@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 

@@ -1,5 +1,5 @@
 import { request } from 'node:http';
-import { createApiKey, revokeApiKey } from '@verity/persistence';
+import { createApiKey, revokeApiKey } from '@verity/persistence/api-keys';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { expectDescribed } from '../support/openapi-validator';

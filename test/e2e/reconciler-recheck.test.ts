@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, sms, unique } from '../support/http';
 import {

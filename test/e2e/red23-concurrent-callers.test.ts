@@ -1,5 +1,5 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { Execution, Op, events, getOperation, submit, waitForApprovalRequest } from './dispatcher-helpers';

@@ -1,5 +1,5 @@
 import type { ProblemDetails as Problem } from '@verity/sdk';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { waitForLockWaiter } from '../support/lock-waits';
 import { withSessions } from '../support/sessions';
 import { DEMO, Stack } from '../support/stack';

@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import type { WireSchemas } from '@verity/sdk';
 import { DEMO, Stack } from '../support/stack';
 import { charge, http, unique } from '../support/http';

@@ -1,4 +1,4 @@
-import { createApiKey, revokeApiKey } from '@verity/persistence';
+import { createApiKey, revokeApiKey } from '@verity/persistence/api-keys';
 import {
   ExecutionEvent,
   OperationStatus,

@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { charge, http, submission, unique } from '../support/http';
 import { DEMO, Stack } from '../support/stack';
 import { waitForApprovalRequest } from './dispatcher-helpers';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, HttpResult, sms, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';

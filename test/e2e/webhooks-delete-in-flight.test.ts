@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { createConnection, createServer, Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';

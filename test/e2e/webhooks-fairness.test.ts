@@ -1,4 +1,4 @@
-import { createApiKey } from '@verity/persistence';
+import { createApiKey } from '@verity/persistence/api-keys';
 import { DEMO, METRICS_TOKEN, Stack, waitFor } from '../support/stack';
 import { charge, http, submission, unique } from '../support/http';
 import { startReceiver } from './webhook-receiver';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createApiKey, findActiveKey } from '@verity/persistence';
+import { createApiKey, findActiveKey } from '@verity/persistence/api-keys';
 import { Webhook } from 'standardwebhooks';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { charge, http, HttpResult, sms, submission, unique } from '../support/http';
