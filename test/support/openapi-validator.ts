@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Ajv, { _, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
@@ -358,22 +358,43 @@ export class CompiledSchemas {
       // Another process wrote the same document's first: its folder is as good.
       rmSync(building, { recursive: true, force: true });
     }
+    CompiledSchemas.prune(folder);
     return new CompiledSchemas(folder, index, functions);
   }
 
-  /** The validate function of the schema at `pointer`, or undefined when it was not compiled ahead. */
+  /**
+   * Each edit of the API's document or of this file makes a folder (~6 MB): the others written more than a day ago
+   * go when a new one is written. A file still reading one that goes compiles what it can no longer read (load).
+   */
+  private static prune(kept: string): void {
+    const parent = dirname(kept);
+    const before = Date.now() - 24 * 60 * 60 * 1000;
+    for (const name of readdirSync(parent)) {
+      const path = join(parent, name);
+      if (path === kept) continue;
+      try {
+        if (statSync(path).mtimeMs < before) rmSync(path, { recursive: true, force: true });
+      } catch {
+        // Gone already (another process pruned it).
+      }
+    }
+  }
+
+  /** The validate function of the schema at `pointer`, or undefined when it was not compiled ahead (or is gone). */
   load(pointer: string): ValidateFunction | undefined {
     const file = this.index[pointer];
     if (file === undefined) return undefined;
     const compiled = this.functions.get(pointer);
     if (compiled) return compiled;
+    let code: string;
+    try {
+      code = readFileSync(join(this.folder, file), 'utf8');
+    } catch {
+      return undefined;
+    }
     const module = { exports: {} as unknown };
     // The module as Node would run it, with this module's require (ajv's runtime and ajv-formats' formats).
-    new Function('require', 'module', 'exports', readFileSync(join(this.folder, file), 'utf8'))(
-      require,
-      module,
-      module.exports,
-    );
+    new Function('require', 'module', 'exports', code)(require, module, module.exports);
     return module.exports as ValidateFunction;
   }
 }
