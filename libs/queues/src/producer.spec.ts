@@ -1,4 +1,4 @@
-import { Queue, UnrecoverableError, Worker } from 'bullmq';
+import { Job, UnrecoverableError, Worker } from 'bullmq';
 import { createRedis } from '@verity/platform';
 import { patientCommands, withProducer, withProducerOnLink } from '../../../test/support/producer';
 import { TEST_REDIS_URL } from '../../../test/support/services';
@@ -98,7 +98,8 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
           { connection, prefix },
         );
         worker.on('error', () => undefined);
-        await waitForState(queue, id, finish);
+        await finishedBy(worker, id, finish);
+        expect(await queue.getJobState(id)).toBe(finish);
         await worker.close();
         expect(await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id)).toBe(true);
         const armed = await queue.getJob(id);
@@ -128,7 +129,8 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
             await producer.enqueueOrRearm(JobName.DISPATCH_OPERATION, data, id);
             const worker = new Worker(QueueName.DISPATCH, async () => undefined, { connection, prefix });
             worker.on('error', () => undefined);
-            await waitForState(queue, id, 'completed');
+            await finishedBy(worker, id, 'completed');
+            expect(await queue.getJobState(id)).toBe('completed');
             await worker.close();
             const armed = await Promise.all(
               Array.from({ length: 10 }, (_, i) =>
@@ -151,11 +153,20 @@ describe('JobProducer.enqueueOrRearm: one job per id, a finished one armed again
   }, 30_000);
 });
 
-async function waitForState(queue: Queue, id: string, state: string): Promise<void> {
-  for (let i = 0; i < 200 && (await queue.getJobState(id)) !== state; i += 1) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  expect(await queue.getJobState(id)).toBe(state);
+/**
+ * Resolves when `worker` has finished job `id` as `outcome` says: its 'completed' or 'failed' event, which BullMQ sends
+ * once the job's new state is written. Listened to from the worker's construction (it takes its first job on a later
+ * tick), so the event cannot pass unheard; no bound of its own, the test's timeout is the only one.
+ */
+function finishedBy(worker: Worker, id: string, outcome: 'completed' | 'failed'): Promise<void> {
+  return new Promise((resolve) => {
+    const heard = (job: Job | undefined) => {
+      if (job?.id !== id) return;
+      worker.off(outcome, heard);
+      resolve();
+    };
+    worker.on(outcome, heard);
+  });
 }
 
 function waitUntilReady(redis: ReturnType<typeof createRedis>): Promise<void> {
