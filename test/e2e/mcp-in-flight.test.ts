@@ -1,4 +1,4 @@
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 
 /**
@@ -79,11 +79,13 @@ describe('MCP: requests in flight per key', () => {
     );
     const listConnectors = (id: number, key?: string) => post(toolCall(id, 'list_connectors', {}), key);
     // Refused once the waits hold every place (each is counted as its POST arrives).
-    let refused = await listConnectors(1);
-    for (let i = 0; refused.status !== 429 && i < 200; i += 1) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      refused = await listConnectors(1);
-    }
+    // Asked again until then, however long that takes (the test's timeout bounds it).
+    const refused = await waitFor(
+      () => listConnectors(1),
+      (seen) => seen.status === 429,
+      Infinity,
+      50,
+    );
     expect(refused.status).toBe(429);
     expect(refused.body).toMatchObject({ type: 'https://verity.dev/problems/too-many-mcp-requests' });
     // Another key's requests are its own.
@@ -143,11 +145,13 @@ describe('MCP: waits in flight per key', () => {
     expect(created.status).toBe(201);
     // No dispatcher runs: the execution never settles, so each wait holds its place until it is cancelled.
     const held = Array.from({ length: STREAMS }, (_, i) => postTo(wait(200 + i, created.body.id)));
-    let refused = await postTo(wait(300, created.body.id, 1));
-    for (let i = 0; refused.status !== 429 && i < 200; i += 1) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      refused = await postTo(wait(300, created.body.id, 1));
-    }
+    // Asked again until the held waits are counted, however long that takes (the test's timeout bounds it).
+    const refused = await waitFor(
+      () => postTo(wait(300, created.body.id, 1)),
+      (seen) => seen.status === 429,
+      Infinity,
+      50,
+    );
     expect(refused.status).toBe(429);
     expect(refused.headers.get('retry-after')).not.toBeNull();
     expect(refused.body).toMatchObject({
@@ -181,15 +185,9 @@ describe('MCP: waits in flight per key', () => {
     return { status: res.status, read };
   }
 
-  /** Polls until the condition holds, at most 200 times 50 ms apart; what it saw last. */
-  async function until<T>(probe: () => Promise<T>, done: (seen: T) => boolean): Promise<T> {
-    let seen = await probe();
-    for (let i = 0; !done(seen) && i < 200; i += 1) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      seen = await probe();
-    }
-    return seen;
-  }
+  /** Polls, 50 ms apart, until the condition holds (the test's timeout bounds it); what it saw then. */
+  const until = <T>(probe: () => Promise<T>, done: (seen: T) => boolean): Promise<T> =>
+    waitFor(probe, done, Infinity, 50);
 
   it('gives a wait back on every exit: a client leaving mid-wait, and a POST the transport refuses after admission, each more times than the bound', async () => {
     const created = await http<{ id: string }>(api, 'POST', '/v1/executions', {
