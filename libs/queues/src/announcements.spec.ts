@@ -36,9 +36,20 @@ describe('event announcements at shutdown (real Postgres and Redis)', () => {
     const redis = createRedisClient(config, 'producer', 'announce-test-producer');
     const queues = new QueuesModule(new JobProducer(redis, QueueShards.of(config)), redis, config, db.dataSource);
     const subscriber = createRedis(TEST_REDIS_URL, 'worker', 'announce-test-subscriber');
+    // The test's own connection: its PUBLISH after the shutdown reaches the subscriber after anything the module
+    // published before the shutdown ended (one Redis, one subscriber connection: messages come in the order published).
+    const after = createRedis(TEST_REDIS_URL, 'worker', 'announce-test-after');
+    const AFTER_SHUTDOWN = 'published after the shutdown';
     try {
       await subscriber.subscribe(eventsChannel(prefix));
-      const heard = new Promise<string>((resolve) => subscriber.on('message', (_channel, ids: string) => resolve(ids)));
+      // Every message up to the test's own: what the module published before it stopped.
+      const heardBefore: string[] = [];
+      const heard = new Promise<string>((resolve) =>
+        subscriber.on('message', (_channel, ids: string) => {
+          if (ids === AFTER_SHUTDOWN) resolve(heardBefore.join(','));
+          else heardBefore.push(ids);
+        }),
+      );
       const id = await insertTestExecution(db.dataSource.manager, 'acme', { operations: [] });
       // Announcing from here on: the move below is the one thing announced.
       queues.onModuleInit();
@@ -50,10 +61,11 @@ describe('event announcements at shutdown (real Postgres and Redis)', () => {
       expect(moved.won).toBe(true);
       // At once, before the announcement's coalescing timer could fire.
       await queues.onApplicationShutdown();
-      // Published before the connection closed, it arrives in a moment; dropped, nothing ever comes.
-      const nothing = new Promise<string>((resolve) => setTimeout(() => resolve('nothing heard'), 20_000).unref());
-      expect((await Promise.race([heard, nothing])).split(',')).toContain(id);
+      // Published before the connection closed, it arrives before the test's own message; dropped, nothing does.
+      await after.publish(eventsChannel(prefix), AFTER_SHUTDOWN);
+      expect((await heard).split(',')).toContain(id);
     } finally {
+      after.disconnect();
       subscriber.disconnect();
     }
   });
