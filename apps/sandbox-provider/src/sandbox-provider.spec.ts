@@ -53,8 +53,19 @@ interface RawOutcome {
   code?: string;
 }
 
-/** Speaks HTTP/1.1 over a bare TCP socket, to see exactly what the server does to the connection. */
-function raw(port: number, method: string, path: string, body?: unknown, waitMs = 2_000): Promise<RawOutcome> {
+/**
+ * Speaks HTTP/1.1 over a bare TCP socket, to see exactly what the server does to the connection. `openUntil`: how long
+ * the client waits for the server before it reports the connection 'open' — a number of milliseconds (a client giving
+ * up), or a wait for what shows the server has passed the point where it would have answered or closed (given
+ * whether the connection has ended meanwhile, to stop looking).
+ */
+function raw(
+  port: number,
+  method: string,
+  path: string,
+  body?: unknown,
+  openUntil: number | ((settled: () => boolean) => Promise<unknown>) = 2_000,
+): Promise<RawOutcome> {
   return new Promise((resolve) => {
     const payload = body === undefined ? '' : JSON.stringify(body);
     const socket = connect(port, '127.0.0.1');
@@ -67,7 +78,15 @@ function raw(port: number, method: string, path: string, body?: unknown, waitMs 
       socket.destroy();
       resolve(outcome);
     };
-    const timer = setTimeout(() => finish({ data, ending: 'open' }), waitMs);
+    const timer =
+      typeof openUntil === 'number' ? setTimeout(() => finish({ data, ending: 'open' }), openUntil) : undefined;
+    if (typeof openUntil === 'function') {
+      // (It stops looking once the connection has ended otherwise; a wait that fails is reported as the ending.)
+      void openUntil(() => settled).then(
+        () => finish({ data, ending: 'open' }),
+        (error: Error) => finish({ data, ending: 'error', code: `the wait failed: ${error.message}` }),
+      );
+    }
     socket.on('data', (chunk) => (data += chunk.toString('utf8')));
     socket.on('end', () => finish({ data, ending: 'end' }));
     socket.on('error', (error: NodeJS.ErrnoException) => finish({ data, ending: 'error', code: error.code }));
@@ -88,6 +107,22 @@ describe('sandbox provider', () => {
   const api = <T = unknown>(method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
     call<T>(base, method, path, body, headers);
   const effects = async () => (await api<EffectsReport>('GET', '/__effects')).body;
+  /**
+   * A wait (for `raw`) until the wire log holds one more request `fault` hit than now: the provider has then done all it
+   * does with it (it logs a request once it has answered it, or decided not to), whatever the time that took.
+   */
+  const nextHitOf = async (fault: string) => {
+    const hits = async () =>
+      (await api<WireLog>('GET', '/__requests')).body.requests.filter((r) => r.fault === fault).length;
+    const before = await hits();
+    return (settled: () => boolean) =>
+      waitFor(
+        async () => settled() || (await hits()) > before,
+        (done) => done,
+        Infinity,
+        10,
+      );
+  };
   const setFaults = async (config: unknown) => {
     const result = await api<FaultConfig>('PUT', '/__faults', config);
     expect(result.status).toBe(200);
@@ -595,7 +630,13 @@ describe('sandbox provider', () => {
 
     it('timeout_after_commit holds the raw socket open with no bytes written', async () => {
       await setFaults(rule('timeout_after_commit'));
-      const outcome = await raw(provider.port, 'POST', '/v1/charges', charge('order-t'), 300);
+      const outcome = await raw(
+        provider.port,
+        'POST',
+        '/v1/charges',
+        charge('order-t'),
+        await nextHitOf('timeout_after_commit'),
+      );
       expect(outcome).toEqual({ data: '', ending: 'open' });
       expect((await effects()).total).toBe(1);
     });
@@ -740,7 +781,13 @@ describe('sandbox provider', () => {
 
     it('applies to /v1/messages: timeout_after_commit still commits the message', async () => {
       await setFaults(rule('timeout_after_commit', {}, '/v1/messages'));
-      const outcome = await raw(provider.port, 'POST', '/v1/messages', { to: '+1', body: 'x', client_ref: 's' }, 300);
+      const outcome = await raw(
+        provider.port,
+        'POST',
+        '/v1/messages',
+        { to: '+1', body: 'x', client_ref: 's' },
+        await nextHitOf('timeout_after_commit'),
+      );
       expect(outcome.ending).toBe('open');
       expect((await effects()).messages['s'].count).toBe(1);
       expect((await api('POST', '/v1/charges', charge('unaffected'))).status).toBe(201);
@@ -781,7 +828,8 @@ describe('sandbox provider', () => {
       });
       expect((await api('GET', `/v1/charges/${created.body.id}`)).status).toBe(500);
       expect((await raw(provider.port, 'GET', '/v1/charges?reference=g-1')).ending).toBe('error');
-      expect((await raw(provider.port, 'GET', '/v1/charges?reference=g-1', undefined, 300)).ending).toBe('open');
+      const held = await nextHitOf('timeout_after_commit');
+      expect((await raw(provider.port, 'GET', '/v1/charges?reference=g-1', undefined, held)).ending).toBe('open');
       expect((await raw(provider.port, 'GET', '/health')).ending).not.toBe('open');
       expect((await api('GET', '/v1/charges?reference=g-1')).status).toBe(200);
       expect((await effects()).total).toBe(1);
