@@ -256,17 +256,16 @@ describe('webhook outbox (real Postgres)', () => {
       const found = (await runner.query(WEBHOOKS_SQL.subscribedEndpoints, [['other']])) as { id: string }[];
       expect(found.map((e) => e.id)).toContain(endpoint.id);
       // The admin's delete lands between the outbox's read of the endpoints and its insert of their deliveries.
-      deleting = db.dataSource.query(`DELETE FROM webhook_endpoints WHERE id = $1`, [endpoint.id]);
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const [{ n }] = (await db.dataSource.query(
-          `SELECT count(*)::int AS n FROM pg_stat_activity
-            WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM webhook_endpoints%'`,
-        )) as { n: number }[];
-        if (n === 1) break;
-        if (Date.now() > deadline) throw new Error('the delete did not wait for the outbox transaction');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      let deleted = false;
+      deleting = db.dataSource
+        .query(`DELETE FROM webhook_endpoints WHERE id = $1`, [endpoint.id])
+        .finally(() => (deleted = true));
+      // Seen waiting for the outbox transaction's lock, or finished without waiting: no time decides which.
+      await waitForLockWaiter(db.dataSource, {
+        statementLike: 'DELETE FROM webhook_endpoints%',
+        unless: () => deleted,
+      });
+      if (deleted) throw new Error('the delete did not wait for the outbox transaction');
       await runner.query(WEBHOOKS_SQL.insertDeliveries, [
         ['whd_deleted_1'],
         [endpoint.id],
