@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { PostgresDriver } from 'typeorm/driver/postgres/PostgresDriver';
+import { waitUntil } from '../../../test/support/local-server';
 import { useTestDatabase } from '../../../test/support/test-database';
 import { loadConfig } from '@verity/platform';
 import {
@@ -39,6 +40,8 @@ describe('data source under a Postgres that drops its sessions', () => {
   it('keeps serving queries and transactions after every session is killed, again and again', async () => {
     let stop = false;
     let failures = 0;
+    // What each worker has had served so far.
+    const servedTo = Array.from({ length: 8 }, () => 0);
     const workers = Array.from({ length: 8 }, async (_, i) => {
       let done = 0;
       while (!stop) {
@@ -51,6 +54,7 @@ describe('data source under a Postgres that drops its sessions', () => {
               await tx.query('SELECT 2');
             });
           done += 1;
+          servedTo[i] = done;
         } catch {
           failures += 1;
           await new Promise((resolve) => setTimeout(resolve, 5));
@@ -60,7 +64,10 @@ describe('data source under a Postgres that drops its sessions', () => {
     });
     let terminated = 0;
     for (let round = 0; round < 10; round += 1) {
-      await new Promise((resolve) => setTimeout(resolve, 60));
+      // Every worker served again since the last kills (a loaded machine takes longer, it is not cut short): the next
+      // kills meet sessions the pool has in use or just took back.
+      const before = [...servedTo];
+      await waitUntil(() => servedTo.every((n, i) => n > before[i]));
       const [{ n }] = await terminateOthers().catch(() => [{ n: 0 }]);
       terminated += n;
     }
