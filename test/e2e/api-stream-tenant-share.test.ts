@@ -1,5 +1,5 @@
 import { createApiKey } from '@verity/persistence/api-keys';
-import { DEMO, Stack } from '../support/stack';
+import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 import { SseStream, openStream } from './api-sse';
 
@@ -92,13 +92,19 @@ describe('SSE: open streams per tenant and per process', () => {
   }, 90_000);
 });
 
-/** A stream closed on the client side frees its place on the server a moment later: ask until it is free. */
-async function waitForPlace(key: string, executionId: string): Promise<SseStream> {
-  for (let i = 0; i < 100; i += 1) {
-    const s = await open(key, executionId);
-    if (s.status === 200) return s;
-    s.abort();
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error('no place came back');
+/**
+ * A stream closed on the client side frees its place on the server a moment later: ask until it is free, however long
+ * that takes (the test's timeout bounds it).
+ */
+function waitForPlace(key: string, executionId: string): Promise<SseStream> {
+  return waitFor(
+    async () => {
+      const s = await open(key, executionId);
+      if (s.status !== 200) s.abort();
+      return s;
+    },
+    (s) => s.status === 200,
+    Infinity,
+    100,
+  );
 }
