@@ -413,18 +413,29 @@ describe('admin change history (real Postgres)', () => {
 
   it('concurrent connector settings changes each get their own row, with the before each one really changed', async () => {
     const n = 8;
+    let finished = 0;
+    let writing = 0;
     await Promise.all(
       Array.from({ length: n }, (_, i) =>
         transaction(db.dataSource, (tx: EntityManager) =>
           changeConnectorSettings(tx, { tenantId: 'racing2', connector: 'http', by: `key_${i}` }, async () => {
-            // Time for the others to read what they would call `before`, were the changes not taking turns.
-            await new Promise((resolve) => setTimeout(resolve, 20));
-            await upsertConnectorSettings(tx, 'racing2', 'http', {
-              allowHosts: [{ host: `h${i}.example` }],
-              by: `key_${i}`,
-            });
+            // Every other change has had its turn, waits on a lock for it, or (were the changes not taking turns) has
+            // read what it calls `before` and is writing too.
+            writing += 1;
+            try {
+              await waitFor(
+                async () => finished + (writing - 1) + (await lockWaiters(db.dataSource)),
+                (others) => others >= n - 1,
+              );
+              await upsertConnectorSettings(tx, 'racing2', 'http', {
+                allowHosts: [{ host: `h${i}.example` }],
+                by: `key_${i}`,
+              });
+            } finally {
+              writing -= 1;
+            }
           }),
-        ),
+        ).finally(() => (finished += 1)),
       ),
     );
     const rows = await history('racing2');
