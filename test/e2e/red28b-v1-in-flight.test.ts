@@ -1,6 +1,6 @@
 import type { QueryRunner } from 'typeorm';
 import { DEMO, Stack, waitFor } from '../support/stack';
-import { http, sms, submission, unique } from '../support/http';
+import { http, rawExchange, sms, submission, unique } from '../support/http';
 
 /**
  * The /v1 requests one key may have in flight at once in one API process. The rate limit (a token bucket) lets a key
@@ -113,6 +113,16 @@ describe('/v1: requests in flight per key', () => {
       expect(await executionCount()).toBe(before);
       const refusedRead = await http(stack.apiUrl, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent });
       expect(refusedRead.status).toBe(429);
+      // The same read with an absolute-form target (`GET http://host/v1/…`, the host Host names), which the router
+      // serves as /v1/…, is counted as well.
+      const host = new URL(stack.apiUrl).host;
+      const absolute = await rawExchange(
+        stack.apiUrl,
+        `GET http://${host}/v1/executions/${executionId} HTTP/1.1\r\nHost: ${host}\r\n` +
+          `Authorization: Bearer ${DEMO.agent}\r\nConnection: close\r\n\r\n`,
+        { halfClose: false },
+      );
+      expect(absolute.status).toBe(429);
 
       // Another tenant's key is served meanwhile.
       const other = await http(stack.apiUrl, 'GET', '/v1/executions', { key: DEMO.otherAgent });

@@ -1,6 +1,6 @@
 import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { VERITY_CONFIG, VerityConfig } from '@verity/platform';
+import { VERITY_CONFIG, VerityConfig, originForm } from '@verity/platform';
 import type { Request, Response } from 'express';
 import { KeyShare, KeyShareBound } from '../held-counts';
 import { Problem } from '../problem/problem';
@@ -81,8 +81,12 @@ export class V1InFlight implements CanActivate {
   }
 }
 
-/** Whether the request's target (its path, before any query) is under /v1. */
+/**
+ * Whether the request's target (its path, before any query) is under /v1. An absolute-form target naming the host Host
+ * names (`GET http://host/v1/executions`) is served as its path by the router, so it is judged by that path too: judged
+ * by its text it began with `http:`, and escaped the count.
+ */
 function isV1(target: string): boolean {
-  const path = target.split('?')[0];
+  const path = originForm(target).split('?')[0];
   return path === '/v1' || path.startsWith('/v1/');
 }
