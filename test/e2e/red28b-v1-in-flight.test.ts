@@ -16,6 +16,8 @@ const PER_KEY = 3;
 /** A tenant's share: half the process's bound, as many as a key's. */
 const PER_PROCESS = 6;
 const PER_TENANT = PER_PROCESS / 2;
+/** The streams a key may hold: a stream's request is bounded by them, not by the requests in flight. */
+const STREAMS_PER_KEY = 2;
 
 let stack: Stack;
 
@@ -28,6 +30,7 @@ beforeAll(async () => {
     env: {
       MAX_V1_REQUESTS_PER_KEY: String(PER_KEY),
       MAX_V1_REQUESTS_PER_PROCESS: String(PER_PROCESS),
+      MAX_STREAMS_PER_KEY: String(STREAMS_PER_KEY),
       DATABASE_QUERY_TIMEOUT_MS: '60000',
       SHUTDOWN_GRACE_MS: '65000',
     },
@@ -196,6 +199,43 @@ describe('/v1: requests in flight per key', () => {
     } finally {
       for (const h of held) h.abort();
       if (holder.isTransactionActive) await unlock(holder);
+    }
+  }, 60_000);
+
+  it("bounds a stream's requests by the key's streams from their first read: a HEAD, or one past the bound, reads nothing", async () => {
+    const executionId = await pendingExecution();
+    // Every read of an execution waits while the test holds the table.
+    const holder = stack.db.dataSource.createQueryRunner();
+    await holder.connect();
+    await holder.startTransaction();
+    await holder.query(`LOCK TABLE executions IN ACCESS EXCLUSIVE MODE`);
+    const clients = Array.from({ length: STREAMS_PER_KEY + 3 }, () => new AbortController());
+    const answers = clients.map((client) =>
+      fetch(`${stack.apiUrl}/v1/executions/${executionId}/stream`, {
+        method: 'HEAD',
+        headers: { authorization: `Bearer ${DEMO.agent}` },
+        signal: client.signal,
+      }).then(
+        (res) => res.status,
+        () => 0,
+      ),
+    );
+    try {
+      // Those past the key's streams are refused before they read anything; the others wait on the table.
+      const settled: number[] = [];
+      for (const answer of answers) void answer.then((status) => settled.push(status));
+      await waitFor(
+        async () => settled.filter((status) => status === 429).length,
+        (n) => n >= 3,
+      );
+      await waitFor(waitingOnLocks, (n) => n >= 1);
+      expect(await waitingOnLocks()).toBeLessThanOrEqual(STREAMS_PER_KEY);
+      await holder.rollbackTransaction();
+      for (const status of await Promise.all(answers)) expect([200, 429]).toContain(status);
+    } finally {
+      for (const client of clients) client.abort();
+      if (holder.isTransactionActive) await holder.rollbackTransaction();
+      await holder.release();
     }
   }, 60_000);
 });

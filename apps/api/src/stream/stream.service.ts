@@ -24,7 +24,7 @@ import { findExecutionForAnswer } from '../executions/execution-read';
 import { type Redact, TenantConnectors } from '@verity/connectors';
 import { presentEvent } from '../executions/presenter';
 import { EventNotifier } from './event-notifier.service';
-import { TenantShare } from '../held-counts';
+import { TenantShare, releaseOnce } from '../held-counts';
 import { StreamCap } from './stream-cap';
 import { drained } from './drained';
 import { canWrite, writeEnd, writeEvent, writeHeartbeat } from './sse-out';
@@ -94,54 +94,22 @@ export class StreamService {
     // When the stream was asked for: every change of the tenant's secrets committed before it is honoured from its first
     // page (confirmed once, below, before the 200).
     const since = this.connectors.secretsMoment();
-    // Whether the tenant holds any secret is told by this read (after `since`): with none, the pages need no round trip.
-    const execution = await findExecutionForAnswer(this.db.manager, this.connectors, executionId, principal.tenantId);
-    if (!execution) throw Problem.notFound('Execution', executionId);
-    // An unknown event, or a seq past the last one (none this client was sent), is refused naming where it came from,
-    // as a page of the log refuses it; an `after` sent beside the header too, though the header is where it resumes.
-    const fromHeader = await this.cursorOf(principal, executionId, cursors.lastEventId, 'Last-Event-ID');
-    const fromAfter = await this.cursorOf(principal, executionId, cursors.after, 'after');
-    let cursor = fromHeader ?? fromAfter ?? 0;
-    // Each page is redacted with the tenant's secrets (below): secrets that do not open with this process's key are
-    // answered as every other read answers them (503 secrets-unreadable), before the stream's 200 — not found at its
-    // first page, which ended a stream already begun with no event and no `end` (a client reconnected every second).
-    await this.connectors.answerRedactorOf(principal.tenantId, since);
-    // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
-    // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
-    if (head) {
-      streamHeaders(res).end();
-      return;
-    }
     // Gone already: nothing to take, nobody to answer.
     if (client.gone) return;
-    const place = this.share.take(principal.tenantId);
-    if (!place.taken) {
-      throw tooManyStreams(
-        place.bound === 'tenant'
-          ? `at most ${place.limit} per tenant (all its keys together) in this API process`
-          : `at most ${place.limit} in this API process (all tenants together)`,
-      );
+    // The stream's place is taken before anything is read: the reads below are the request's (it is not among the key's
+    // /v1 requests in flight), so they are bounded by the key's streams. Taken after them, a key sent any number of
+    // stream requests at once (a HEAD, which never took a place, or any past its bound) and each read the execution.
+    const lease = await this.takeLease(principal);
+    let handedOver = false;
+    let cursor: number;
+    try {
+      cursor = await this.setUp(principal, executionId, cursors, since, res, head);
+      // Gone while it was set up (or a HEAD, answered): the place is given back below.
+      handedOver = !head && !client.gone;
+    } finally {
+      if (!handedOver) lease.release();
     }
-    const acquired = await this.cap.acquire(principal.keyId).catch((error: unknown) => {
-      place.release();
-      throw error;
-    });
-    if (!acquired) {
-      place.release();
-      throw tooManyStreams(`at most ${this.config.MAX_STREAMS_PER_KEY} per key, across all API processes`);
-    }
-    const lease = {
-      renew: () => acquired.renew(),
-      release: () => {
-        acquired.release();
-        place.release();
-      },
-    };
-    if (client.gone) {
-      // Left while the lease was being taken.
-      lease.release();
-      return;
-    }
+    if (!handedOver) return;
     this.active.add(res);
 
     streamHeaders(res).flushHeaders();
@@ -298,6 +266,62 @@ export class StreamService {
       close();
       if (canWrite(res)) res.end();
     }
+  }
+
+  /** The stream's place in this process (its tenant's share) and among the key's streams (all processes), or 429. */
+  private async takeLease(principal: Principal): Promise<{ renew: () => void; release: () => void }> {
+    const place = this.share.take(principal.tenantId);
+    if (!place.taken) {
+      throw tooManyStreams(
+        place.bound === 'tenant'
+          ? `at most ${place.limit} per tenant (all its keys together) in this API process`
+          : `at most ${place.limit} in this API process (all tenants together)`,
+      );
+    }
+    const acquired = await this.cap.acquire(principal.keyId).catch((error: unknown) => {
+      place.release();
+      throw error;
+    });
+    if (!acquired) {
+      place.release();
+      throw tooManyStreams(`at most ${this.config.MAX_STREAMS_PER_KEY} per key, across all API processes`);
+    }
+    return {
+      renew: () => acquired.renew(),
+      release: releaseOnce(() => {
+        acquired.release();
+        place.release();
+      }),
+    };
+  }
+
+  /**
+   * What is read before the stream's 200: the execution (404), the cursors (400), the tenant's secrets (503); a HEAD is
+   * answered here. The seq the stream resumes after.
+   */
+  private async setUp(
+    principal: Principal,
+    executionId: string,
+    cursors: StreamCursors,
+    since: ReturnType<TenantConnectors['secretsMoment']>,
+    res: Response,
+    head: boolean,
+  ): Promise<number> {
+    // Whether the tenant holds any secret is told by this read (after `since`): with none, the pages need no round trip.
+    const execution = await findExecutionForAnswer(this.db.manager, this.connectors, executionId, principal.tenantId);
+    if (!execution) throw Problem.notFound('Execution', executionId);
+    // An unknown event, or a seq past the last one (none this client was sent), is refused naming where it came from,
+    // as a page of the log refuses it; an `after` sent beside the header too, though the header is where it resumes.
+    const fromHeader = await this.cursorOf(principal, executionId, cursors.lastEventId, 'Last-Event-ID');
+    const fromAfter = await this.cursorOf(principal, executionId, cursors.after, 'after');
+    // Each page is redacted with the tenant's secrets (below): secrets that do not open with this process's key are
+    // answered as every other read answers them (503 secrets-unreadable), before the stream's 200 — not found at its
+    // first page, which ended a stream already begun with no event and no `end` (a client reconnected every second).
+    await this.connectors.answerRedactorOf(principal.tenantId, since);
+    // A HEAD (express routes it here) gets the headers a GET would, and its answer ends: it has no body to wait for,
+    // and held open it kept one of the key's streams (and a poll of the log) until the execution settled.
+    if (head) streamHeaders(res).end();
+    return fromHeader ?? fromAfter ?? 0;
   }
 
   /** The seq a cursor sent in `field` resumes after; undefined when it was not sent (absent or empty). */
