@@ -92,7 +92,7 @@ function heldCancel(executionId: string, key: string = DEMO.agent) {
 }
 
 describe('/v1: requests in flight per key', () => {
-  it('refuses the key past its bound (429, Retry-After: 1, nothing written), serves another tenant, and gives each place back when its answer ends or its client leaves', async () => {
+  it('refuses the key past its bound (429, Retry-After: 1, nothing written), serves another tenant, and gives each place back when its answer ends, or when its client left and its work ends', async () => {
     const executionId = await pendingExecution();
     let holder = await lockRow(executionId);
     const held = Array.from({ length: PER_KEY }, () => heldCancel(executionId));
@@ -143,14 +143,11 @@ describe('/v1: requests in flight per key', () => {
       });
       streamClient.abort();
 
-      // A client that goes away gives its place back, though its cancel still waits on the row.
+      // A client that goes away keeps its place while its cancel still waits on the row (its work goes on): the
+      // key's next request is refused still.
       held[0].abort();
       expect((await held[0].answer).status).toBe(0);
-      const served = await waitFor(
-        async () => (await http(stack.apiUrl, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent })).status,
-        (status) => status !== 429,
-      );
-      expect(served).toBe(200);
+      expect((await http(stack.apiUrl, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent })).status).toBe(429);
 
       // Answers that end give theirs back: once the row is free, every held cancel is answered.
       await unlock(holder);
@@ -158,6 +155,12 @@ describe('/v1: requests in flight per key', () => {
       for (const { status } of await Promise.all(held.slice(1).map((h) => h.answer)))
         expect([200, 409]).toContain(status);
       await waitFor(waitingOnLocks, (n) => n === 0);
+      // The cancel whose client left gives its place back once its work has ended.
+      const served = await waitFor(
+        async () => (await http(stack.apiUrl, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent })).status,
+        (status) => status !== 429,
+      );
+      expect(served).toBe(200);
 
       // Nothing was kept: the key holds its whole bound again (each of PER_KEY requests reaches the row).
       holder = await lockRow(executionId);
@@ -236,6 +239,41 @@ describe('/v1: requests in flight per key', () => {
       for (const client of clients) client.abort();
       if (holder.isTransactionActive) await holder.rollbackTransaction();
       await holder.release();
+    }
+  }, 60_000);
+
+  it('keeps the place of a request whose client left until its work ends: leaving is no way past the bound', async () => {
+    const executionId = await pendingExecution();
+    const holder = await lockRow(executionId);
+    const held = Array.from({ length: PER_KEY }, () => heldCancel(executionId));
+    const again: ReturnType<typeof heldCancel>[] = [];
+    try {
+      await waitFor(waitingOnLocks, (n) => n >= PER_KEY);
+      // Every client leaves; their cancels still wait on the row, each still using a session of the pool.
+      for (const h of held) h.abort();
+      for (const { status } of await Promise.all(held.map((h) => h.answer))) expect(status).toBe(0);
+      expect(await waitingOnLocks()).toBeGreaterThanOrEqual(PER_KEY);
+      // The key sends as many again: each is refused, none reaches the row.
+      again.push(...Array.from({ length: PER_KEY }, () => heldCancel(executionId)));
+      let answered = false;
+      const answers = Promise.all(again.map((h) => h.answer)).finally(() => (answered = true));
+      // Fails at once, rather than at the test's timeout, when one of them reaches the row.
+      const reached = waitFor(async () => answered || (await waitingOnLocks()) > PER_KEY, Boolean).then(() =>
+        answered ? 'answered' : 'a request past the bound reached the row',
+      );
+      expect(await Promise.race([answers.then(() => 'answered'), reached])).toBe('answered');
+      for (const { status } of await answers) expect(status).toBe(429);
+      await unlock(holder);
+      await waitFor(waitingOnLocks, (n) => n === 0);
+      // Once their work has ended the places are given back.
+      const served = await waitFor(
+        async () => (await http(stack.apiUrl, 'GET', `/v1/executions/${executionId}`, { key: DEMO.agent })).status,
+        (status) => status !== 429,
+      );
+      expect(served).toBe(200);
+    } finally {
+      for (const h of [...held, ...again]) h.abort();
+      if (holder.isTransactionActive) await unlock(holder);
     }
   }, 60_000);
 });

@@ -15,7 +15,7 @@ import { WebhookDeliveriesService } from './admin/webhook-deliveries.service';
 import { WebhooksService } from './admin/webhooks.service';
 import { ApiKeyService } from './auth/api-key.service';
 import { AuthGuard } from './auth/auth.guard';
-import { V1InFlight } from './auth/v1-in-flight';
+import { V1InFlight, V1InFlightWork } from './auth/v1-in-flight';
 import { RefuseUnmatchableIfMatch } from './http/if-match';
 import { ReviewController } from './console/review.controller';
 import { ReviewService } from './console/review.service';
@@ -78,6 +78,8 @@ export class ApiModule {
         { provide: APP_GUARD, useClass: RefuseUnreadQuery },
         { provide: APP_GUARD, useClass: RefuseUnreadBody },
         { provide: APP_GUARD, useClass: RefuseUnmatchableIfMatch },
+        // First: a counted request's place is held while its handler (and what the interceptors after it do) is at work.
+        { provide: APP_INTERCEPTOR, useClass: V1InFlightWork },
         // An interceptor: it maps what each handler answers (a guard runs before there is an answer).
         { provide: APP_INTERCEPTOR, useClass: RedactSecretValues },
         { provide: APP_FILTER, useClass: ProblemFilter },

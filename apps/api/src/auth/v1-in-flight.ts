@@ -1,7 +1,16 @@
-import { CanActivate, ExecutionContext, Inject, Injectable, SetMetadata } from '@nestjs/common';
+import {
+  CallHandler,
+  CanActivate,
+  ExecutionContext,
+  Inject,
+  Injectable,
+  NestInterceptor,
+  SetMetadata,
+} from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { VERITY_CONFIG, VerityConfig, originForm } from '@verity/platform';
 import type { Request, Response } from 'express';
+import { Observable, finalize } from 'rxjs';
 import { KeyShare, KeyShareBound } from '../held-counts';
 import { Problem } from '../problem/problem';
 import { internalCallClient } from './internal-caller';
@@ -62,22 +71,88 @@ export class V1InFlight implements CanActivate {
     }
     if (internalCallClient(req.headers) !== undefined) return true;
     const place = this.places.take(principal);
-    if (!place.taken) {
-      throw new Problem(
-        429,
-        'rate-limited',
-        'Too many requests',
-        `${BOUND[place.bound](place.limit)}; nothing of this request was carried out: send it again once an answer has come`,
-        {},
-        { 'retry-after': '1' },
-      );
-    }
+    if (!place.taken) throw refused(place.bound, place.limit);
     const res = context.switchToHttp().getResponse<Response>();
+    const held = new HeldPlace(place.release, () => this.places.take(principal));
+    (req as HeldRequest)[HELD] = held;
     // 'close' is emitted once the answer has been sent or the connection has gone (the client left mid-request).
-    res.once('close', place.release);
+    res.once('close', held.clientGone);
     // Gone already (the client left while its key was checked): 'close' was emitted and would never be heard again.
-    if (res.closed || res.destroyed || req.socket.destroyed) place.release();
+    if (res.closed || res.destroyed || req.socket.destroyed) held.clientGone();
     return true;
+  }
+}
+
+/** The 429 of a request past a bound. */
+function refused(bound: KeyShareBound, limit: number): Problem {
+  return new Problem(
+    429,
+    'rate-limited',
+    'Too many requests',
+    `${BOUND[bound](limit)}; nothing of this request was carried out: send it again once an answer has come`,
+    {},
+    { 'retry-after': '1' },
+  );
+}
+
+const HELD = Symbol('v1-in-flight');
+type HeldRequest = Request & { [HELD]?: HeldPlace };
+
+/**
+ * A request's place, given back once its answer has ended or its client has gone — but never while its handler is still
+ * at work: a client that leaves does not stop what its request does (a read of a large execution, a write waiting on a
+ * row lock), and its place given back at once let a key send its bound, leave, and send it again, as often as it liked,
+ * each round still holding a session of the pool.
+ */
+class HeldPlace {
+  private gone = false;
+  private working = false;
+
+  constructor(
+    private release: () => void,
+    private readonly takeAgain: () => ReturnType<KeyShare['take']>,
+  ) {}
+
+  /** The answer has ended or the client has gone: given back now, or when the handler's work ends. */
+  readonly clientGone = () => {
+    this.gone = true;
+    if (!this.working) this.release();
+  };
+
+  /**
+   * The handler begins. Its client may have left since the place was taken (a later guard awaited something), the
+   * place then given back: it is taken again for the handler's work, or refused as the guard would have.
+   */
+  begins(): void {
+    this.working = true;
+    if (!this.gone) return;
+    const place = this.takeAgain();
+    if (!place.taken) {
+      this.working = false;
+      throw refused(place.bound, place.limit);
+    }
+    this.release = place.release;
+  }
+
+  /** The handler's work has ended (answered or thrown). */
+  readonly ends = () => {
+    this.working = false;
+    if (this.gone) this.release();
+  };
+}
+
+/**
+ * Holds a counted request's place (V1InFlight) for as long as its handler is at work, also once its client has gone.
+ * The first interceptor: what the others do after the handler (the redaction of the answer reads the tenant's
+ * secrets) is part of that work.
+ */
+@Injectable()
+export class V1InFlightWork implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const held = context.switchToHttp().getRequest<HeldRequest>()[HELD];
+    if (held === undefined) return next.handle();
+    held.begins();
+    return next.handle().pipe(finalize(held.ends));
   }
 }
 
