@@ -114,15 +114,18 @@ describe('reads of an execution and its operations see one snapshot', () => {
   }
 
   /** The API's reads that these tests make wait (tenant_id: not the workers' statements of the same tables). */
-  const OPERATIONS_OF_EXECUTION = '%FROM operations t%WHERE t.execution_id = $1 AND t.tenant_id = $2 ORDER BY%';
-  /** The list's first read of the operations: how much stored text the page's executions hold (a page's size bound). */
+  /**
+   * The first read of the operations by an execution's read and a list's: how much stored text the executions hold (a
+   * page's size bound, the answer budget).
+   */
   const TEXT_OF_EXECUTIONS = '%sum(octet_length(o::text))%FROM operations o%';
   const LAST_STATUS_CHANGES = '%FROM events WHERE operation_id = ANY($1) AND tenant_id = $2 AND type = %';
   const EXECUTION_BY_ID = '%FROM executions t WHERE t.id = $1 AND t.tenant_id = $2%';
 
   it('GET /v1/executions/{id} never shows the execution running beside operations its cancel ended', async () => {
     const id = await created();
-    const res = await readAcrossCancel(id, OPERATIONS_OF_EXECUTION, () =>
+    // Its first read (of the execution) sizes its operations' stored text (the answer budget): it waits there.
+    const res = await readAcrossCancel(id, TEXT_OF_EXECUTIONS, () =>
       http<Execution>(stack.apiUrl, 'GET', `/v1/executions/${id}`, { key: DEMO.agent }),
     );
     expect(res.status).toBe(200);

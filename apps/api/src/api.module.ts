@@ -16,6 +16,7 @@ import { WebhooksService } from './admin/webhooks.service';
 import { ApiKeyService } from './auth/api-key.service';
 import { AuthGuard } from './auth/auth.guard';
 import { V1InFlight, V1InFlightWork } from './auth/v1-in-flight';
+import { AnswerBytes } from './answer-bytes';
 import { RefuseUnmatchableIfMatch } from './http/if-match';
 import { ReviewController } from './console/review.controller';
 import { ReviewService } from './console/review.service';
@@ -70,6 +71,7 @@ export class ApiModule {
         EventNotifier,
         StreamService,
         RouteMethods,
+        AnswerBytes,
         { provide: APP_GUARD, useClass: AuthGuard },
         // Right after the key is checked, before anything reads the request: a refusal carries nothing out.
         { provide: APP_GUARD, useClass: V1InFlight },

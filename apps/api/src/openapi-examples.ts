@@ -561,6 +561,14 @@ export const PROBLEMS = {
     summary:
       'This API process’s SECRETS_KEY does not open the tenant’s connector secrets, so no answer is given unredacted (see Retry-After)',
   },
+  'answers-busy': {
+    status: 503,
+    title: 'Too many large answers in flight',
+    detail:
+      'this API process is writing out as many answers as it holds memory for (ANSWER_BYTES_IN_FLIGHT, 33554432 bytes of stored text; this answer holds 19871234); nothing was carried out: send it again in a moment',
+    summary:
+      'This API process holds as many answers (their stored text) as its memory allows, and this one waited its turn in vain; nothing was carried out (see Retry-After)',
+  },
   'api-stopping': {
     status: 503,
     title: 'Service unavailable',

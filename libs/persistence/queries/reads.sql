@@ -10,6 +10,14 @@ SELECT r.*, h.holds_secrets
                            WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[])) AS holds_secrets) h
      LEFT JOIN LATERAL (SELECT {columns:Execution t} FROM executions t WHERE t.id = $1 AND t.tenant_id = $2) r ON true;
 
+-- executionWithBytesByIdWithSecretsHeld
+SELECT r.*, h.holds_secrets
+     FROM (SELECT EXISTS (SELECT 1 FROM tenant_connector_secrets x
+                           WHERE x.tenant_id = $2 AND x.connector = ANY($3::text[])) AS holds_secrets) h
+     LEFT JOIN LATERAL (SELECT {columns:Execution e}, (octet_length(e::text) + coalesce((SELECT sum(octet_length(o::text)) FROM operations o
+                                       WHERE o.execution_id = e.id AND o.tenant_id = e.tenant_id), 0))::float8 AS answer_bytes FROM executions e
+     WHERE e.id = $1 AND e.tenant_id = $2) r ON true;
+
 -- executionByIdForWorker
 SELECT {columns:Execution t} FROM executions t WHERE t.id = $1;
 

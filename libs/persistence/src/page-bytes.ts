@@ -20,15 +20,17 @@ export function cutAtBytes(read: string, order: string, limit: number, maxBytes:
 const CUT_COLUMNS = ['page_row_bytes', 'page_order', 'page_n', 'page_bytes', 'page_read'] as const;
 
 /**
- * The rows a cutAtBytes statement kept, without the columns it cut by, and whether more follow: `read` found more
- * rows than were kept (cut by the page size or by the bytes).
+ * The rows a cutAtBytes statement kept, without the columns it cut by, the stored text they hold (`bytes`), and whether
+ * more follow: `read` found more rows than were kept (cut by the page size or by the bytes).
  */
-export function keptPage<T>(found: readonly Record<string, unknown>[]): { rows: T[]; more: boolean } {
+export function keptPage<T>(found: readonly Record<string, unknown>[]): { rows: T[]; more: boolean; bytes: number } {
   const more = found.length > 0 && Number(found[0].page_read) > found.length;
+  // The stored text of the rows kept (each row's running sum, in page order: the last one's is the page's).
+  const bytes = found.reduce((most, row) => Math.max(most, Number(row.page_bytes ?? 0)), 0);
   const kept = found.map((raw) => {
     const row = { ...raw };
     for (const column of CUT_COLUMNS) delete row[column];
     return row as T;
   });
-  return { rows: kept, more };
+  return { rows: kept, more, bytes };
 }

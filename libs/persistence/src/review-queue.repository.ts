@@ -89,6 +89,8 @@ export interface ReviewQueuePage {
   more: boolean;
   total: number;
   executions: ExecutionEntity[];
+  /** The stored text of the page's operations (uncompressed), as the page was cut by. */
+  bytes: number;
 }
 
 /**
@@ -127,7 +129,7 @@ export async function reviewQueuePageWithSecretsHeld(
     filter.limit + 1,
     filter.maxBytes ?? Infinity,
   ]);
-  const { rows: kept, more } = keptPage<Record<string, unknown>>(found);
+  const { rows: kept, more, bytes } = keptPage<Record<string, unknown>>(found);
   const operations = kept.map((raw) => hydrate(db, OperationEntity, raw));
   const executions = operations.length
     ? await selectEntities(db, ExecutionEntity, REVIEW_QUEUE_SQL.executions, [
@@ -136,7 +138,7 @@ export async function reviewQueuePageWithSecretsHeld(
       ])
     : [];
   return {
-    found: { operations, more, total, executions },
+    found: { operations, more, total, executions, bytes },
     holdsSecrets: counted.holds_secrets !== false,
   };
 }

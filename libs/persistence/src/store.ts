@@ -628,6 +628,14 @@ export const READ_SQL = {
   // The same, and whether the tenant holds any secret for the connectors that take them ($3): what an answer of the
   // execution is redacted with, told on the way — a 404 too (withSecretsHeld).
   executionByIdWithSecretsHeld: withSecretsHeld(EXECUTION_BY_ID, 2, 3),
+  // The same, and the stored text it holds with its operations (`answer_bytes`, uncompressed): what answering it
+  // costs, known before its operations are read (the API's answer budget).
+  executionWithBytesByIdWithSecretsHeld: withSecretsHeld(
+    `SELECT {columns:Execution e}, ${EXECUTION_TEXT_BYTES} AS answer_bytes FROM executions e
+     WHERE e.id = $1 AND e.tenant_id = $2`,
+    2,
+    3,
+  ),
   executionByIdForWorker: `SELECT {columns:Execution t} FROM executions t WHERE t.id = $1`,
   executionWithOperations: `SELECT {columns:Execution e e__}, {columns:Operation o o__}, clock_timestamp() AS database_now
      FROM executions e LEFT JOIN operations o ON o.execution_id = e.id
@@ -925,6 +933,24 @@ export function findExecutionWithSecretsHeld(
   );
 }
 
+/**
+ * As findExecutionWithSecretsHeld, and the stored text the execution holds with its operations (`bytes`: what its
+ * answer will read and present), from the same statement.
+ */
+export async function findExecutionWithBytesWithSecretsHeld(
+  db: EntityManager,
+  id: string,
+  tenantId: string,
+  secretConnectors: readonly string[],
+): Promise<SecretsHeld<{ execution: ExecutionEntity; bytes: number } | null>> {
+  return firstWithSecretsHeld(
+    db,
+    READ_SQL.executionWithBytesByIdWithSecretsHeld,
+    [id, tenantId, secretConnectors],
+    ({ answer_bytes, ...row }) => ({ execution: hydrate(db, ExecutionEntity, row), bytes: Number(answer_bytes) }),
+  );
+}
+
 export function findExecutionForWorker(db: EntityManager, id: string): Promise<ExecutionEntity | null> {
   return first(db, ExecutionEntity, READ_SQL.executionByIdForWorker, [id]);
 }
@@ -1206,7 +1232,7 @@ export async function listExecutionsWithSecretsHeld(
   tenantId: string,
   options: { status?: ExecutionStatus; before?: string; limit: number; maxBytes?: number },
   secretConnectors: readonly string[],
-): Promise<SecretsHeld<ExecutionEntity[]> & { more: boolean }> {
+): Promise<SecretsHeld<ExecutionEntity[]> & { more: boolean; bytes: number }> {
   const sql = options.status
     ? options.before
       ? READ_SQL.listExecutionsByStatusBefore
@@ -1219,8 +1245,8 @@ export async function listExecutionsWithSecretsHeld(
   if (options.before) params.push(options.before);
   params.push(secretConnectors, options.maxBytes ?? Infinity);
   const { found, holdsSecrets } = await readWithSecretsHeld(db, sql, params);
-  const { rows: kept, more } = keptPage<Record<string, unknown>>(found);
-  return { found: kept.map((raw) => hydrate(db, ExecutionEntity, raw)), holdsSecrets, more };
+  const { rows: kept, more, bytes } = keptPage<Record<string, unknown>>(found);
+  return { found: kept.map((raw) => hydrate(db, ExecutionEntity, raw)), holdsSecrets, more, bytes };
 }
 
 /** A page of the tenant's executions, newest first. */

@@ -254,6 +254,8 @@ describe('numbers: every one has a range, and a value outside it refuses start n
     ['MAX_STREAMS_PER_KEY', 1, 100_000, 20],
     ['MAX_STREAMS_PER_PROCESS', 1, 100_000, 1000],
     ['MAX_V1_REQUESTS_PER_KEY', 1, 10_000, 64],
+    ['ANSWER_BYTES_IN_FLIGHT', 1024, 64 * 1024 * 1024 * 1024, 32 * 1024 * 1024],
+    ['ANSWER_BYTES_IN_FLIGHT_WAIT_MS', 0, 60_000, 2_000],
     ['MAX_V1_REQUESTS_PER_PROCESS', 1, 100_000, 256],
     ['MAX_MCP_REQUESTS_PER_KEY', 1, 10_000, 100],
     ['MAX_MCP_REQUESTS_PER_PROCESS', 1, 100_000, 200],

@@ -321,6 +321,15 @@ const ConfigSchema = z
      * half of them).
      */
     MAX_V1_REQUESTS_PER_PROCESS: integer({ min: 1, max: 100_000, default: 256 }),
+    /**
+     * The stored text (bytes) the answers of executions, pages of executions and pages of the review queue under way
+     * in one API process may hold together; past it an answer waits its turn (ANSWER_BYTES_IN_FLIGHT_WAIT_MS), then
+     * 503 answers-busy. Sized to the API's 128 MB heap: one answer of an execution at its largest (~19 MB stored)
+     * takes several times that in the heap while it is read, presented and written out.
+     */
+    ANSWER_BYTES_IN_FLIGHT: integer({ min: 1024, max: 64 * 1024 * 1024 * 1024, default: 32 * 1024 * 1024 }),
+    /** How long an answer waits for its bytes (ANSWER_BYTES_IN_FLIGHT) before it is refused 503 answers-busy. */
+    ANSWER_BYTES_IN_FLIGHT_WAIT_MS: ms(2_000, { min: 0, max: 60_000 }),
     /** MCP requests (each message with an id) one key may have in flight at once in one API process. */
     MAX_MCP_REQUESTS_PER_KEY: integer({ min: 1, max: 10_000, default: 100 }),
     /**

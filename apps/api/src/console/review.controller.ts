@@ -1,7 +1,9 @@
-import { Controller, Get, Query, applyDecorators } from '@nestjs/common';
+import { Controller, Get, Query, Req, Res, applyDecorators } from '@nestjs/common';
 import { ApiBearerAuth, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { HOLD_REASONS, TerminalReason } from '@verity/status-model';
+import type { Request, Response } from 'express';
 import { z } from 'zod';
+import { AnswerBytes } from '../answer-bytes';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { cursorPageQuery, parseQuery } from '../http/parse';
 import { ApiEndpoint, ApiPageQuery } from '../openapi';
@@ -27,7 +29,7 @@ const ManualReviewQuery = QueueQuery.extend({
 /** A work queue: a page of operations as a ReviewQueue, filtered and paged by query parameters. */
 const QueueEndpoint = (id: string, summary: string) =>
   applyDecorators(
-    ApiEndpoint({ id, summary, response: { schema: 'ReviewQueue' }, problems: ['validation-error'] }),
+    ApiEndpoint({ id, summary, response: { schema: 'ReviewQueue' }, problems: ['validation-error', 'answers-busy'] }),
     ApiQuery({
       name: 'connector',
       required: false,
@@ -51,7 +53,10 @@ const QueueEndpoint = (id: string, summary: string) =>
 @Roles('reviewer')
 @Controller('v1/review')
 export class ReviewController {
-  constructor(private readonly review: ReviewService) {}
+  constructor(
+    private readonly review: ReviewService,
+    private readonly answerBytes: AnswerBytes,
+  ) {}
 
   @Get('summary')
   @ApiEndpoint({
@@ -65,8 +70,18 @@ export class ReviewController {
 
   @Get('approvals')
   @QueueEndpoint('listPendingApprovals', 'PREPARED operations whose approval is requested, newest first (reviewer)')
-  approvals(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
-    return this.review.list(principal, 'approvals', parseQuery(QueueQuery, query));
+  approvals(
+    @CurrentPrincipal() principal: Principal,
+    @Query() query: unknown,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    return this.review.list(
+      principal,
+      'approvals',
+      parseQuery(QueueQuery, query),
+      this.answerBytes.forAnswer(req, res),
+    );
   }
 
   @Get('manual-reviews')
@@ -81,7 +96,17 @@ export class ReviewController {
     description: 'only holds for this reason (one an operation can be held in MANUAL_REVIEW for)',
   })
   @ApiQuery({ name: 'escalated', required: false, enum: ['true', 'false'] })
-  manualReviews(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
-    return this.review.list(principal, 'manual_reviews', parseQuery(ManualReviewQuery, query));
+  manualReviews(
+    @CurrentPrincipal() principal: Principal,
+    @Query() query: unknown,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    return this.review.list(
+      principal,
+      'manual_reviews',
+      parseQuery(ManualReviewQuery, query),
+      this.answerBytes.forAnswer(req, res),
+    );
   }
 }

@@ -10,6 +10,7 @@ import {
 import { ConnectorRegistry, TenantConnectors } from '@verity/connectors';
 import { TerminalReason } from '@verity/status-model';
 import { DataSource, EntityManager } from 'typeorm';
+import { AnswerHold, withAnswerBytes } from '../answer-bytes';
 import type { Principal } from '../auth/principal';
 import { pastDeadlineAt } from '../executions/approval-clock';
 import { readForAnswer, readSnapshotForAnswer } from '../executions/execution-read';
@@ -61,7 +62,13 @@ export class ReviewService {
    * own, a cancel committed after the page's operations were read showed a hold beside its last move and options
    * judged from after that cancel.
    */
-  async list(principal: Principal, queue: ReviewQueue, query: QueueQuery) {
+  async list(principal: Principal, queue: ReviewQueue, query: QueueQuery, hold: AnswerHold) {
+    // The page's bytes (the stored text of its operations, known from the statement that cuts it) are held (the answer
+    // budget) before it is presented, waiting their turn outside the snapshot when they must.
+    return withAnswerBytes(hold, () => this.page(principal, queue, query, hold));
+  }
+
+  private page(principal: Principal, queue: ReviewQueue, query: QueueQuery, hold: AnswerHold) {
     // The page's first read tells whether the tenant holds any secret (readForAnswer).
     return readSnapshotForAnswer(this.db, this.tenantConnectors, async (db, secretsRead) => {
       const found = await readForAnswer(
@@ -88,6 +95,7 @@ export class ReviewService {
           },
         ]);
       }
+      if (!hold.tryHold(found.bytes)) return { bytes: found.bytes };
       const page = found.operations;
       const byId = new Map(found.executions.map((e) => [e.id, e]));
       // The page's operations are not all of their executions': those a release depends on are read where needed.
@@ -97,7 +105,7 @@ export class ReviewService {
         { executions: found.executions },
         db,
       );
-      return {
+      const answer = {
         data: page.map((op) => ({
           operation: maskSecrets(
             presentOperation(
@@ -114,6 +122,7 @@ export class ReviewService {
         total: found.total,
         next_cursor: found.more ? page[page.length - 1].id : null,
       };
+      return { answer };
     });
   }
 

@@ -4,6 +4,7 @@ import { EXECUTION_STATUSES, ExecutionStatus } from '@verity/status-model';
 import type { Request, Response } from 'express';
 import { z } from 'zod';
 import { findExecution } from '@verity/persistence';
+import { AnswerBytes } from '../answer-bytes';
 import { CurrentPrincipal, Principal, Roles } from '../auth/principal';
 import { OwnInFlightBound } from '../auth/v1-in-flight';
 import { ActsOn } from '../http/if-match';
@@ -50,6 +51,7 @@ export class ExecutionsController {
   constructor(
     private readonly executions: ExecutionsService,
     private readonly streams: StreamService,
+    private readonly answerBytes: AnswerBytes,
   ) {}
 
   @Post()
@@ -108,11 +110,17 @@ export class ExecutionsController {
       schema: 'ExecutionList',
       example: { summary: 'One page', value: { data: [VERIFIED_EXECUTION_EXAMPLE], next_cursor: null } },
     },
+    problems: ['answers-busy'],
   })
   @ApiQuery({ name: 'status', required: false, schema: schemaRef('ExecutionStatus') })
   @ApiPageQuery()
-  list(@CurrentPrincipal() principal: Principal, @Query() query: unknown) {
-    return this.executions.list(principal, parseQuery(ListQuery, query));
+  list(
+    @CurrentPrincipal() principal: Principal,
+    @Query() query: unknown,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    return this.executions.list(principal, parseQuery(ListQuery, query), this.answerBytes.forAnswer(req, res));
   }
 
   @Get(':id')
@@ -124,9 +132,15 @@ export class ExecutionsController {
       schema: 'Execution',
       example: { summary: 'Completed: the charge VERIFIED, the SMS ACKNOWLEDGED', value: VERIFIED_EXECUTION_EXAMPLE },
     },
+    problems: ['answers-busy'],
   })
-  get(@CurrentPrincipal() principal: Principal, @Param('id') id: string) {
-    return this.executions.get(principal, id);
+  get(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id') id: string,
+    @Req() req: Request,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    return this.executions.get(principal, id, this.answerBytes.forAnswer(req, res));
   }
 
   @Get(':id/events')

@@ -15,6 +15,8 @@ import {
   NewExecution,
   findExecution,
   findExecutionMove,
+  findExecutionWithBytesWithSecretsHeld,
+  type ExecutionEntity,
   Queryable,
   idempotencyHolder,
   type IdempotencyHolder,
@@ -40,12 +42,13 @@ import {
   executionFailure,
   isTerminalExecution,
 } from '@verity/status-model';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import type { Principal } from '../auth/principal';
 import { submissions } from '../metrics/metrics';
 import { FieldError, Problem } from '../problem/problem';
 import { ResolutionOptionsService } from '../operations/resolution-options.service';
 import { resolveEventCursor } from './event-cursor';
+import { AnswerHold, withAnswerBytes } from '../answer-bytes';
 import { findExecutionForAnswer, readForAnswer, readSnapshotForAnswer } from './execution-read';
 import { ABSENT_MEANS, requestHash, sentBodyHash } from './idempotency';
 import { ExecutionView, presentEvent, presentExecution } from './presenter';
@@ -397,27 +400,70 @@ export class ExecutionsService {
    * statements of their own, a cancel committed between the execution's read and its operations' showed the execution
    * still running beside operations that cancel had ended — a state no one ever committed.
    */
-  async get(principal: Principal, id: string): Promise<ExecutionView> {
+  async get(principal: Principal, id: string, hold?: AnswerHold): Promise<ExecutionView> {
+    if (hold === undefined) return this.read(principal, id);
+    // The execution's read tells the stored text it holds with its operations: the answer's bytes are held (the
+    // answer budget) before its operations are read, waiting their turn outside the snapshot when they must.
+    return withAnswerBytes<ExecutionView>(hold, () =>
+      readSnapshotForAnswer<{ answer: ExecutionView } | { bytes: number }>(
+        this.db,
+        this.tenantConnectors,
+        async (db, secretsRead) => {
+          const found = await readForAnswer(
+            this.tenantConnectors,
+            principal.tenantId,
+            (held) => findExecutionWithBytesWithSecretsHeld(db, id, principal.tenantId, held),
+            secretsRead,
+          );
+          if (!found) throw Problem.notFound('Execution', id);
+          if (!hold.tryHold(found.bytes)) return { bytes: found.bytes };
+          return { answer: await this.present(db, principal, found.execution) };
+        },
+      ),
+    );
+  }
+
+  /** The execution as `get` answers it, on a snapshot of its own, outside the answer budget (the answer of a write). */
+  private read(principal: Principal, id: string): Promise<ExecutionView> {
     // The execution's read tells whether the tenant holds any secret (findExecutionForAnswer).
     return readSnapshotForAnswer(this.db, this.tenantConnectors, async (db, secretsRead) => {
       const execution = await findExecutionForAnswer(db, this.tenantConnectors, id, principal.tenantId, secretsRead);
       if (!execution) throw Problem.notFound('Execution', id);
-      const operations = await findOperations(db, id, principal.tenantId);
-      const { changes, judged, databaseNow, refuted, chains } = await this.holds.presentationInputs(
-        principal.tenantId,
-        operations,
-        { executions: [execution], operations },
-        db,
-      );
-      return presentExecution(execution, operations, changes, judged, databaseNow, refuted, chains);
+      return this.present(db, principal, execution);
     });
   }
 
+  /** The execution with its operations, read on `db`'s snapshot. */
+  private async present(db: EntityManager, principal: Principal, execution: ExecutionEntity): Promise<ExecutionView> {
+    const operations = await findOperations(db, execution.id, principal.tenantId);
+    const { changes, judged, databaseNow, refuted, chains } = await this.holds.presentationInputs(
+      principal.tenantId,
+      operations,
+      { executions: [execution], operations },
+      db,
+    );
+    return presentExecution(execution, operations, changes, judged, databaseNow, refuted, chains);
+  }
+
   /** A page of executions, each with its operations, as of one moment (one snapshot, as `get`). */
-  async list(principal: Principal, query: { status?: ExecutionStatus; cursor?: string; limit: number }) {
-    // The page's read tells whether the tenant holds any secret (readForAnswer).
+  async list(
+    principal: Principal,
+    query: { status?: ExecutionStatus; cursor?: string; limit: number },
+    hold: AnswerHold,
+  ) {
+    // The page's read tells whether the tenant holds any secret (readForAnswer), and the stored text it holds with its
+    // operations: the answer's bytes are held (the answer budget) before the operations are read.
+    return withAnswerBytes(hold, () => this.listPage(principal, query, hold));
+  }
+
+  private listPage(
+    principal: Principal,
+    query: { status?: ExecutionStatus; cursor?: string; limit: number },
+    hold: AnswerHold,
+  ) {
     return readSnapshotForAnswer(this.db, this.tenantConnectors, async (db, secretsRead) => {
       let more = false;
+      let bytes = 0;
       const page = await readForAnswer(
         this.tenantConnectors,
         principal.tenantId,
@@ -429,10 +475,12 @@ export class ExecutionsService {
             held,
           );
           more = read.more;
+          bytes = read.bytes;
           return read;
         },
         secretsRead,
       );
+      if (!hold.tryHold(bytes)) return { bytes };
       const nextCursor = more ? page[page.length - 1].id : null;
       const operations = await findOperationsOf(
         db,
@@ -448,10 +496,12 @@ export class ExecutionsService {
         db,
       );
       return {
-        data: page.map((e) =>
-          presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted, chains),
-        ),
-        next_cursor: nextCursor,
+        answer: {
+          data: page.map((e) =>
+            presentExecution(e, byExecution.get(e.id) ?? [], changes, judged, databaseNow, refuted, chains),
+          ),
+          next_cursor: nextCursor,
+        },
       };
     });
   }

@@ -41,3 +41,14 @@ export const streamVerdictReads = counter(
   'verity_stream_verdict_reads_total',
   'Reads of an execution and its operations by its open streams, to decide whether they end (one statement each)',
 );
+
+/** The answer budget (answer-bytes.ts): stored text held by the answers under way in this process, and those waiting. */
+export const answerBytesInFlight = gauge(
+  'verity_api_answer_bytes_in_flight',
+  'Stored text (bytes) held by the answers of executions, pages of executions and review queue pages under way in this process (ANSWER_BYTES_IN_FLIGHT)',
+);
+
+export const answersWaitingForBytes = gauge(
+  'verity_api_answers_waiting_for_bytes',
+  'Answers waiting for their bytes of ANSWER_BYTES_IN_FLIGHT in this process',
+);

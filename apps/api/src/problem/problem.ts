@@ -61,6 +61,7 @@ export const PROBLEM_CODES = [
   'secrets-unreadable',
   'not-ready',
   'api-stopping',
+  'answers-busy',
 ] as const;
 
 export type ProblemCode = (typeof PROBLEM_CODES)[number];

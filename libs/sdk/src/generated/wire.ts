@@ -1199,7 +1199,8 @@ export interface components {
         | 'https://verity.dev/problems/queue-unavailable'
         | 'https://verity.dev/problems/secrets-unreadable'
         | 'https://verity.dev/problems/not-ready'
-        | 'https://verity.dev/problems/api-stopping';
+        | 'https://verity.dev/problems/api-stopping'
+        | 'https://verity.dev/problems/answers-busy';
       title: string;
       status: number;
       detail?: string;
