@@ -26,8 +26,10 @@ const OWN_BOUND_KEY = 'verity:own-in-flight-bound';
  */
 export const OwnInFlightBound = () => SetMetadata(OWN_BOUND_KEY, true);
 
-/** What a 429 says of the bound the request would have passed. */
-const BOUND: Record<KeyShareBound, (limit: number) => string> = {
+/** What a 429 says of the bound the request would have passed, per the share that counts it. */
+type BoundWords = Record<KeyShareBound, (limit: number) => string>;
+
+const BOUND: BoundWords = {
   key: (limit) =>
     `at most ${limit} requests of one key in flight at once in each API process (MAX_V1_REQUESTS_PER_KEY)`,
   tenant: (limit) =>
@@ -38,28 +40,61 @@ const BOUND: Record<KeyShareBound, (limit: number) => string> = {
     'and this one has them',
 };
 
+/** The same, for a call the MCP endpoint makes for a client (counted against the MCP bounds). */
+const MCP_CALL_BOUND: BoundWords = {
+  key: (limit) =>
+    `at most ${limit} API calls of one key's MCP tools in flight at once in each API process ` +
+    '(MAX_MCP_REQUESTS_PER_KEY), counting calls whose MCP client has gone away but whose work goes on',
+  tenant: (limit) =>
+    `at most ${limit} API calls of one tenant's MCP tools (all its keys) in flight at once in each API process, half ` +
+    'of what the process takes (MAX_MCP_REQUESTS_PER_PROCESS), counting calls whose MCP client has gone away but ' +
+    'whose work goes on',
+  process: (limit) =>
+    `at most ${limit} API calls of all tenants' MCP tools in flight at once in each API process ` +
+    '(MAX_MCP_REQUESTS_PER_PROCESS), and this one has them',
+};
+
+/** One way of counting /v1 requests in flight: its places and what its 429 says. */
+interface Counted {
+  readonly places: KeyShare;
+  readonly words: BoundWords;
+}
+
 /**
  * The /v1 requests in flight in this process, counted per key, per tenant and in all (KeyShare) from the moment the
  * key is admitted until the answer has ended or the client has gone away. The rate limit (a token bucket) lets a key
  * send a burst of hundreds at once: 400 concurrent reads of large executions from one agent key took every session
  * of the Postgres pool, and 65–248 of them — and every other tenant's requests meanwhile — were answered 503.
  *
- * Not counted: a request to a route marked OwnInFlightBound (a stream), and a call the MCP endpoint makes to this
- * process for a client (internal-caller.ts) — the client's MCP request that makes it is counted already
- * (MAX_MCP_REQUESTS_PER_KEY, 100 by default: counted again, a full batch of them would pass this bound).
+ * Not counted: a request to a route marked OwnInFlightBound (a stream). A call the MCP endpoint makes to this process
+ * for a client (internal-caller.ts) is counted apart, against the MCP bounds (MAX_MCP_REQUESTS_PER_KEY and
+ * MAX_MCP_REQUESTS_PER_PROCESS): the client's MCP request that makes it is counted there already, and counted here too
+ * a full batch of them (100 by default) would pass this bound. Yet the MCP request's place is given back when its
+ * client leaves, and the calls it made go on (aborting a fetch does not stop the handler it started): counted nowhere,
+ * a client could send a batch, leave and send it again without end, each round's calls still holding Postgres sessions.
+ * Counted apart, each keeps its place until its work ends, as any /v1 request does, and past the bound it is refused
+ * 429 — its tool answers "refused", and the agent calls it again.
  *
  * A guard after AuthGuard (global guards run in the order given): the key and its tenant are known, and nothing of the
  * request has been carried out yet — a refusal writes nothing.
  */
 @Injectable()
 export class V1InFlight implements CanActivate {
-  private readonly places: KeyShare;
+  private readonly clients: Counted;
+  private readonly mcpCalls: Counted;
 
   constructor(
     private readonly reflector: Reflector,
     @Inject(VERITY_CONFIG) config: VerityConfig,
   ) {
-    this.places = new KeyShare(config.MAX_V1_REQUESTS_PER_KEY, config.MAX_V1_REQUESTS_PER_PROCESS);
+    this.clients = {
+      places: new KeyShare(config.MAX_V1_REQUESTS_PER_KEY, config.MAX_V1_REQUESTS_PER_PROCESS),
+      words: BOUND,
+    };
+    this.mcpCalls = {
+      places: new KeyShare(config.MAX_MCP_REQUESTS_PER_KEY, config.MAX_MCP_REQUESTS_PER_PROCESS),
+      words: MCP_CALL_BOUND,
+    };
   }
 
   canActivate(context: ExecutionContext): boolean {
@@ -69,11 +104,11 @@ export class V1InFlight implements CanActivate {
     if (this.reflector.getAllAndOverride<boolean>(OWN_BOUND_KEY, [context.getHandler(), context.getClass()])) {
       return true;
     }
-    if (internalCallClient(req.headers) !== undefined) return true;
-    const place = this.places.take(principal);
-    if (!place.taken) throw refused(place.bound, place.limit);
+    const counted = internalCallClient(req.headers) === undefined ? this.clients : this.mcpCalls;
+    const place = counted.places.take(principal);
+    if (!place.taken) throw refused(counted.words, place.bound, place.limit);
     const res = context.switchToHttp().getResponse<Response>();
-    const held = new HeldPlace(place.release, () => this.places.take(principal));
+    const held = new HeldPlace(place.release, () => counted.places.take(principal), counted.words);
     (req as HeldRequest)[HELD] = held;
     // 'close' is emitted once the answer has been sent or the connection has gone (the client left mid-request).
     res.once('close', held.clientGone);
@@ -84,12 +119,12 @@ export class V1InFlight implements CanActivate {
 }
 
 /** The 429 of a request past a bound. */
-function refused(bound: KeyShareBound, limit: number): Problem {
+function refused(words: BoundWords, bound: KeyShareBound, limit: number): Problem {
   return new Problem(
     429,
     'rate-limited',
     'Too many requests',
-    `${BOUND[bound](limit)}; nothing of this request was carried out: send it again once an answer has come`,
+    `${words[bound](limit)}; nothing of this request was carried out: send it again once an answer has come`,
     {},
     { 'retry-after': '1' },
   );
@@ -111,6 +146,7 @@ class HeldPlace {
   constructor(
     private release: () => void,
     private readonly takeAgain: () => ReturnType<KeyShare['take']>,
+    private readonly words: BoundWords,
   ) {}
 
   /** The answer has ended or the client has gone: given back now, or when the handler's work ends. */
@@ -129,7 +165,7 @@ class HeldPlace {
     const place = this.takeAgain();
     if (!place.taken) {
       this.working = false;
-      throw refused(place.bound, place.limit);
+      throw refused(this.words, place.bound, place.limit);
     }
     this.release = place.release;
   }
