@@ -80,7 +80,7 @@ interface ToolResult {
 }
 
 /** A POST to /mcp; `abort` makes its client go away. Its answer: the HTTP status and each tool result. */
-function mcpPost(calls: { name: string; args: Record<string, unknown> }[]) {
+function mcpPost(calls: { name: string; args: Record<string, unknown> }[], key: string = DEMO.agent) {
   const client = new AbortController();
   const body = calls.map(({ name, args }, i) => ({
     jsonrpc: '2.0',
@@ -90,7 +90,7 @@ function mcpPost(calls: { name: string; args: Record<string, unknown> }[]) {
   }));
   const answer = fetch(`${stack.apiUrl}/mcp`, {
     method: 'POST',
-    headers: { ...HEADERS, authorization: `Bearer ${DEMO.agent}` },
+    headers: { ...HEADERS, authorization: `Bearer ${key}` },
     body: JSON.stringify(body),
     signal: client.signal,
   })
@@ -110,8 +110,8 @@ function mcpPost(calls: { name: string; args: Record<string, unknown> }[]) {
   return { answer, abort: () => client.abort() };
 }
 
-const cancels = (executionId: string) =>
-  Array.from({ length: PER_KEY }, () => ({ name: 'cancel_execution', args: { execution_id: executionId } }));
+const cancels = (executionId: string, count = PER_KEY) =>
+  Array.from({ length: count }, () => ({ name: 'cancel_execution', args: { execution_id: executionId } }));
 
 describe('MCP: the API calls of a client that left', () => {
   it('keeps them counted until their work ends: a client that leaves and sends again gets no more of them at once than the bound, and the key is served again once they end', async () => {
@@ -173,6 +173,43 @@ describe('MCP: the API calls of a client that left', () => {
       expect(ended.status).toBe(200);
       expect(ended.results).toHaveLength(PER_KEY);
       for (const result of ended.results) expect(result.text).not.toContain('429');
+    } finally {
+      for (const post of posts) post.abort();
+      if (holder.isTransactionActive) await unlock(holder);
+    }
+  }, 60_000);
+
+  it("counts a tenant's keys together, against half the process's MCP bound, and another tenant is still served", async () => {
+    const executionId = await pendingExecution();
+    const holder = await lockRow(executionId);
+    const posts: ReturnType<typeof mcpPost>[] = [];
+    try {
+      // Two of the agent's calls held on the row, their client gone.
+      const first = mcpPost(cancels(executionId, 2));
+      posts.push(first);
+      await waitFor(waitingOnLocks, (n) => n >= 2);
+      first.abort();
+      expect((await first.answer).status).toBe(0);
+      // Two single calls of another key of the same tenant: one takes the tenant's last place, the other is refused.
+      const admin = [0, 1].map(() => mcpPost(cancels(executionId, 1), DEMO.admin));
+      posts.push(...admin);
+      let answered = false;
+      const refused = Promise.race(admin.map((post) => post.answer)).finally(() => (answered = true));
+      const reached = waitFor(async () => answered || (await waitingOnLocks()) > PER_PROCESS / 2, Boolean).then(() =>
+        answered ? 'answered' : 'an API call past the tenant bound reached the row',
+      );
+      expect(await Promise.race([refused.then(() => 'answered'), reached])).toBe('answered');
+      const { status, results } = await refused;
+      expect({ status, results }).toEqual({
+        status: 200,
+        results: [{ isError: true, text: expect.stringContaining('429 rate-limited') as unknown }],
+      });
+      expect(results[0].text).toContain(`at most ${PER_PROCESS / 2} API calls of one tenant's MCP tools`);
+      // Another tenant's calls are its own.
+      const other = await mcpPost([{ name: 'list_connectors', args: {} }], DEMO.otherAgent).answer;
+      expect(other.results).toEqual([{ isError: false, text: expect.stringContaining('sandbox') as unknown }]);
+      await unlock(holder);
+      await waitFor(waitingOnLocks, (n) => n === 0);
     } finally {
       for (const post of posts) post.abort();
       if (holder.isTransactionActive) await unlock(holder);
