@@ -1,4 +1,4 @@
-import type { QueryRunner } from 'typeorm';
+import { lockExecutionRow, lockWaiters, unlockRow } from '../support/lock-waits';
 import { DEMO, Stack, waitFor } from '../support/stack';
 import { http, sms, submission, unique } from '../support/http';
 
@@ -44,12 +44,7 @@ afterAll(async () => {
 });
 
 /** Sessions of the stack's database waiting for a lock: the cancels held on the execution's row. */
-async function waitingOnLocks(): Promise<number> {
-  const [row] = (await stack.db.dataSource.query(
-    `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-  )) as { n: number }[];
-  return row.n;
-}
+const waitingOnLocks = () => lockWaiters(stack.db.dataSource);
 
 async function pendingExecution(): Promise<string> {
   const created = await http<{ id: string }>(stack.apiUrl, 'POST', '/v1/executions', {
@@ -60,19 +55,8 @@ async function pendingExecution(): Promise<string> {
   return created.body.id;
 }
 
-/** A session of the test's own holding the execution's row (FOR UPDATE) until `unlock`. */
-async function lockRow(executionId: string): Promise<QueryRunner> {
-  const holder = stack.db.dataSource.createQueryRunner();
-  await holder.connect();
-  await holder.startTransaction();
-  await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
-  return holder;
-}
-
-async function unlock(holder: QueryRunner): Promise<void> {
-  await holder.rollbackTransaction();
-  await holder.release();
-}
+const lockRow = (executionId: string) => lockExecutionRow(stack.db.dataSource, executionId);
+const unlock = unlockRow;
 
 interface ToolResult {
   isError: boolean;

@@ -1,4 +1,4 @@
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { withSessions } from './sessions';
 import { waitFor } from './stack';
 
@@ -103,4 +103,22 @@ export async function writeWhileRowHeld<T>(
     await changing;
     return { written, statusSeenByChange };
   });
+}
+
+/**
+ * A session of the test's own holding the execution's row (FOR UPDATE) until unlockRow: a request that writes the
+ * execution (a cancel) then waits in Postgres for as long as the test likes, and lockWaiters sees it waiting.
+ */
+export async function lockExecutionRow(db: DataSource, executionId: string): Promise<QueryRunner> {
+  const holder = db.createQueryRunner();
+  await holder.connect();
+  await holder.startTransaction();
+  await holder.query(`SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, [executionId]);
+  return holder;
+}
+
+/** Lets go of a row lockExecutionRow holds. */
+export async function unlockRow(holder: QueryRunner): Promise<void> {
+  await holder.rollbackTransaction();
+  await holder.release();
 }
